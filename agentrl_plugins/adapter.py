@@ -1,0 +1,50 @@
+"""What a framework adapter provides: the recipe in the framework's terms, and a way to run it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from agentrl_plugins.recipe_schema import Recipe
+
+MappingStatus = Literal["native", "mapped", "injected", "patched", "approximated"]
+FRAMEWORK_DISTRIBUTIONS = {"trl": "agentrl-trl", "verl": "agentrl-verl", "openrlhf": "agentrl-openrlhf"}
+
+
+@dataclass(frozen=True)
+class ComponentMapping:
+    """How one recipe key reaches the framework, and how faithfully."""
+
+    key: str
+    value: Any
+    setting: str
+    status: MappingStatus
+    note: str = ""
+
+
+@dataclass
+class FrameworkConfig:
+    """A recipe rendered for one framework: its native settings plus the mapping table."""
+
+    framework: str
+    native: dict[str, Any]
+    mappings: list[ComponentMapping]
+    command: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RunOptions:
+    """Everything ``agentrl run`` passes to an adapter besides the recipe."""
+
+    run_dir: Path | None = None
+    model: str | None = None
+    resume: Path | None = None
+    dry_run: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class FrameworkAdapter(Protocol):
+    def describe(self, recipe: Recipe) -> FrameworkConfig: ...
+
+    def run(self, recipe: Recipe, options: RunOptions) -> Path | None: ...

@@ -1,0 +1,178 @@
+"""The ``agentrl`` command: plugins, recipes and runs; plugins add their own subcommands."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+from typing import Any, List, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from agentrl_plugins.adapter import FRAMEWORK_DISTRIBUTIONS, RunOptions
+from agentrl_plugins.errors import AgentRLError, MissingAdapterError, UnknownNameError
+from agentrl_plugins.plugins import PluginManager, get_plugin_manager
+from agentrl_plugins.recipe import load_recipe, parse_overrides, recipe_to_dict
+from agentrl_plugins.recipe_schema import SECTIONS, Recipe
+
+console = Console()
+OverrideOption = typer.Option(None, "-o", "--override", help="Override a recipe key: -o loss.clip_high=0.3")
+JsonOption = typer.Option(False, "--json", help="Print JSON for scripts.")
+
+
+def _print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def _table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
+    table = Table(title=title, show_lines=False)
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*[escape(str(cell)) for cell in row])
+    return table
+
+
+def plugins_command(as_json: bool = JsonOption) -> None:
+    """List every component and plugin: kind, name, description, distribution, status."""
+    manager = get_plugin_manager()
+    infos = {info.name: info for info in manager.plugin_table()}
+    rows = []
+    for kind in ("environment", "verifier", "advantage", "correction", "recipe", "adapter"):
+        for entry in manager.registry(kind):
+            rows.append({"kind": kind, "name": entry.record.name, "description": entry.record.description,
+                         "distribution": entry.distribution, "plugin": entry.plugin,
+                         "status": infos[entry.plugin].status})
+    for info in infos.values():
+        if info.status != "ok":
+            rows.append({"kind": "plugin", "name": info.name, "description": info.error or info.entry_point,
+                         "distribution": info.distribution, "plugin": info.name, "status": info.status})
+    if as_json:
+        _print_json(rows)
+        return
+    columns = ["kind", "name", "description", "distribution", "status"]
+    console.print(_table("agentrl plugins", columns, [[row[c] for c in columns] for row in rows]))
+
+
+recipes_app = typer.Typer(help="List and inspect recipes.", no_args_is_help=True)
+
+
+@recipes_app.command("list")
+def recipes_list(as_json: bool = JsonOption) -> None:
+    """Every registered recipe with its description and origin."""
+    entries = list(get_plugin_manager().registry("recipe"))
+    rows = [{"name": e.record.name, "description": e.record.description, "distribution": e.distribution,
+             "path": str(e.record.path)} for e in entries]
+    if as_json:
+        _print_json(rows)
+        return
+    console.print(_table("recipes", ["name", "description", "distribution"],
+                         [[r["name"], r["description"], r["distribution"]] for r in rows]))
+
+
+def _adapter(framework: str):
+    registry = get_plugin_manager().registry("adapter")
+    if framework in registry:
+        return registry.get(framework).factory()
+    if framework in FRAMEWORK_DISTRIBUTIONS:
+        raise MissingAdapterError(
+            f"framework {framework!r} needs its adapter: pip install {FRAMEWORK_DISTRIBUTIONS[framework]} "
+            f"(into the environment where {framework} is installed)."
+        )
+    raise UnknownNameError("framework", framework, set(FRAMEWORK_DISTRIBUTIONS) | set(registry.names()))
+
+
+def _recipe_rows(recipe: Recipe) -> list[dict[str, Any]]:
+    data = recipe_to_dict(recipe)
+    return [{"key": f"{section}.{key}", "value": value, "source": recipe.sources.get(f"{section}.{key}", "")}
+            for section in SECTIONS for key, value in data[section].items()]
+
+
+@recipes_app.command("show")
+def recipes_show(
+    name: str,
+    framework: Optional[str] = typer.Option(None, "--framework", "-f", help="trl, verl or openrlhf"),
+    overrides: Optional[List[str]] = OverrideOption,
+    profile: Optional[str] = typer.Option(None, help="Apply one of the recipe's profiles (e.g. laptop)."),
+    as_json: bool = JsonOption,
+) -> None:
+    """The resolved recipe with the source of each value, or its native form for one framework."""
+    recipe = load_recipe(name, parse_overrides(overrides or []), profile)
+    if framework:
+        config = _adapter(framework).describe(recipe)
+        if as_json:
+            _print_json(dataclasses.asdict(config))
+            return
+        console.print(_table(f"{recipe.name} on {framework}", ["recipe key", "value", framework, "status", "note"],
+                             [[m.key, m.value, m.setting, m.status, m.note] for m in config.mappings]))
+        if config.command:
+            console.print(" ".join(config.command), soft_wrap=True, markup=False)
+        return
+    if as_json:
+        _print_json(recipe_to_dict(recipe))
+        return
+    console.print(f"[bold]{recipe.name}[/bold]: {recipe.description}")
+    rows = _recipe_rows(recipe)
+    console.print(_table("settings", ["key", "value", "source"], [[r["key"], r["value"], r["source"]] for r in rows]))
+    for choice in recipe.choices:
+        options = "; ".join(f"{value}: {who}" for value, who in choice.options.items())
+        console.print(f"[bold]choice[/bold] {choice.key} = {rows_value(rows, choice.key)!r} ({options})\n  {choice.why}")
+
+
+def rows_value(rows: list[dict[str, Any]], key: str) -> Any:
+    return next(row["value"] for row in rows if row["key"] == key)
+
+
+def run_command(
+    recipe_name: str = typer.Argument(..., metavar="RECIPE"),
+    framework: str = typer.Option("trl", "--framework", "-f", help="trl, verl or openrlhf"),
+    overrides: Optional[List[str]] = OverrideOption,
+    profile: Optional[str] = typer.Option(None, help="A recipe profile; the laptop profile is used for TinyAgent."),
+    verifier: Optional[str] = typer.Option(None, help="Swap the verifier, e.g. public_tests."),
+    advantage: Optional[str] = typer.Option(None, help="Swap the advantage estimator, e.g. grpo."),
+    correction: Optional[str] = typer.Option(None, help="Swap the mismatch correction, e.g. icepop."),
+    seed: Optional[int] = typer.Option(None, help="Training seed."),
+    model: Optional[str] = typer.Option(None, help="A local Hugging Face causal LM instead of TinyAgent."),
+    out: Optional[Path] = typer.Option(None, help="Run folder."),
+    resume: Optional[Path] = typer.Option(None, help="Continue the run in this folder."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print what would run, run nothing."),
+) -> None:
+    """Run a recipe through a framework adapter."""
+    values = parse_overrides(overrides or [])
+    for key, value in (("verifier.names", verifier and [verifier]), ("advantage.estimator", advantage),
+                       ("correction.name", correction), ("train.seed", seed)):
+        if value is not None:
+            values[key] = value
+    manager = get_plugin_manager()
+    if profile is None and model is None and "laptop" in load_recipe(recipe_name).profiles:
+        profile = "laptop"
+    recipe = load_recipe(recipe_name, values, profile)
+    for kind, names in (("verifier", recipe.verifier.names), ("advantage", [recipe.advantage.estimator]),
+                        ("correction", [recipe.correction.name]), ("environment", [recipe.environment.name])):
+        for component in names:
+            manager.get(kind, component)
+    adapter = _adapter(framework)
+    adapter.run(recipe, RunOptions(run_dir=out, model=model, resume=resume, dry_run=dry_run))
+
+
+def build_app(manager: PluginManager | None = None) -> typer.Typer:
+    """The ``agentrl`` app with the core commands and every plugin's commands."""
+    app = typer.Typer(help="agentrl: agentic-RL plugins for verl, TRL and OpenRLHF.", no_args_is_help=True,
+                      pretty_exceptions_enable=False)
+    app.command("plugins")(plugins_command)
+    app.add_typer(recipes_app, name="recipes")
+    app.command("run")(run_command)
+    (manager or get_plugin_manager()).hook.agentrl_register_commands(cli=app)
+    return app
+
+
+def main() -> None:
+    try:
+        build_app()()
+    except AgentRLError as error:
+        Console(stderr=True).print(f"[bold red]error:[/bold red] {error}", markup=True, highlight=False)
+        sys.exit(2)

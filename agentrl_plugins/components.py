@@ -1,0 +1,103 @@
+"""Typed records that plugins hand to the ``register`` callback, one per kind.
+
+Each record is ``(name, the object, a one-line description)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Callable, ClassVar
+
+
+class Component:
+    """Validation shared by every record; subclasses are frozen dataclasses."""
+
+    kind: ClassVar[str]
+    hook: ClassVar[str]
+    name: str
+    description: str
+
+    @property
+    def obj(self) -> Any:
+        """The registered object (the record's second field)."""
+        return getattr(self, fields(self)[1].name)
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name.isidentifier():
+            raise ValueError(f"{self.kind} name must be a Python identifier, got {self.name!r}")
+        if self.obj is None:
+            raise ValueError(f"{self.kind} {self.name!r}: {fields(self)[1].name} is missing")
+        if not isinstance(self.description, str) or not self.description.strip() or "\n" in self.description.strip():
+            raise ValueError(f"{self.kind} {self.name!r} needs a one-line description")
+
+
+@dataclass(frozen=True)
+class Environment(Component):
+    """``factory(**options)`` returns an :class:`~agentrl_plugins.environment.EnvironmentSuite`."""
+
+    name: str
+    factory: Callable[..., Any]
+    description: str
+    kind: ClassVar[str] = "environment"
+    hook: ClassVar[str] = "agentrl_register_environments"
+
+
+@dataclass(frozen=True)
+class Verifier(Component):
+    """``factory(**options)`` returns a callable ``(outcome) -> Verdict``."""
+
+    name: str
+    factory: Callable[..., Callable[[Any], Any]]
+    description: str
+    kind: ClassVar[str] = "verifier"
+    hook: ClassVar[str] = "agentrl_register_verifiers"
+
+
+@dataclass(frozen=True)
+class AdvantageEstimator(Component):
+    """``compute(rewards, group_ids, valid=None, *, masked_in_baseline) -> advantages``."""
+
+    name: str
+    compute: Callable[..., Any]
+    description: str
+    kind: ClassVar[str] = "advantage"
+    hook: ClassVar[str] = "agentrl_register_advantages"
+
+
+@dataclass(frozen=True)
+class Correction(Component):
+    """``compute(learner_logp, sampler_logp, mask, **params) -> CorrectionResult``."""
+
+    name: str
+    compute: Callable[..., Any]
+    description: str
+    kind: ClassVar[str] = "correction"
+    hook: ClassVar[str] = "agentrl_register_corrections"
+
+
+@dataclass(frozen=True)
+class RecipeFile(Component):
+    """A recipe data file (TOML) on disk."""
+
+    name: str
+    path: Path
+    description: str
+    kind: ClassVar[str] = "recipe"
+    hook: ClassVar[str] = "agentrl_register_recipes"
+
+
+@dataclass(frozen=True)
+class Adapter(Component):
+    """``factory()`` returns a :class:`~agentrl_plugins.adapter.FrameworkAdapter`."""
+
+    name: str
+    factory: Callable[[], Any]
+    description: str
+    kind: ClassVar[str] = "adapter"
+    hook: ClassVar[str] = "agentrl_register_adapters"
+
+
+KINDS: dict[str, type[Component]] = {
+    cls.kind: cls for cls in (Environment, Verifier, AdvantageEstimator, Correction, RecipeFile, Adapter)
+}

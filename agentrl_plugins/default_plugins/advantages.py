@@ -1,0 +1,12 @@
+"""Registers the built-in advantage estimators."""
+
+from agentrl_plugins.algorithms import advantages
+from agentrl_plugins.components import AdvantageEstimator
+from agentrl_plugins.hookspecs import hookimpl
+
+
+@hookimpl
+def agentrl_register_advantages(register):
+    register(AdvantageEstimator("grpo", advantages.grpo, "Group mean baseline divided by the group std (GRPO)."))
+    register(AdvantageEstimator("dr_grpo", advantages.dr_grpo, "Group mean baseline, no std division (Dr. GRPO)."))
+    register(AdvantageEstimator("rloo", advantages.rloo, "Leave-one-out baseline: the mean of the other samples (RLOO)."))

@@ -1,0 +1,203 @@
+"""The plugin manager: loads the built-ins and the ``agentrl`` entry points, builds registries.
+
+Set ``AGENTRL_PLUGINS=a,b`` to load only those entry points, and
+``AGENTRL_DISABLE_PLUGINS=c`` to skip some; the built-in plugins always load.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.metadata
+import os
+import traceback
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import pluggy
+
+from agentrl_plugins import hookspecs
+from agentrl_plugins.components import KINDS, Component
+from agentrl_plugins.errors import DuplicateNameError, UnknownNameError, did_you_mean
+
+ENTRY_POINT_GROUP = "agentrl"
+ALLOW_ENV = "AGENTRL_PLUGINS"
+BLOCK_ENV = "AGENTRL_DISABLE_PLUGINS"
+CORE_DISTRIBUTION = "agentrl-plugins"
+DEFAULT_PLUGINS = (
+    "agentrl_plugins.default_plugins.advantages",
+    "agentrl_plugins.default_plugins.corrections",
+    "agentrl_plugins.default_plugins.recipes",
+)
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    """One plugin as ``agentrl plugins`` shows it; ``status`` is ok, broken or disabled."""
+
+    name: str
+    distribution: str
+    version: str
+    status: str
+    entry_point: str = ""
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Registered:
+    """A component record with the plugin and distribution it came from."""
+
+    record: Component
+    plugin: str
+    distribution: str
+
+
+class Registry:
+    """The components of one kind, by unique name."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self._entries: dict[str, Registered] = {}
+
+    def add(self, entry: Registered) -> None:
+        name = entry.record.name
+        if name in self._entries:
+            first = self._entries[name]
+            raise DuplicateNameError(
+                f"{self.kind} {name!r} is registered twice: by plugin {first.plugin!r} "
+                f"(distribution {first.distribution}) and by plugin {entry.plugin!r} "
+                f"(distribution {entry.distribution}). Uninstall one, or skip it with {BLOCK_ENV}=<plugin>."
+            )
+        self._entries[name] = entry
+
+    def entry(self, name: str) -> Registered:
+        try:
+            return self._entries[name]
+        except KeyError:
+            raise UnknownNameError(self.kind, name, self._entries) from None
+
+    def get(self, name: str) -> Any:
+        """The registered record called ``name``; unknown names list the close matches."""
+        return self.entry(name).record
+
+    def names(self) -> list[str]:
+        return sorted(self._entries)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[Registered]:
+        return iter(self._entries[name] for name in self.names())
+
+
+def _env_list(variable: str) -> set[str] | None:
+    value = os.environ.get(variable)
+    return None if value is None else {item.strip() for item in value.split(",") if item.strip()}
+
+
+class PluginManager(pluggy.PluginManager):
+    """pluggy's manager for project ``agentrl``, with provenance and broken-plugin records."""
+
+    def __init__(self, load_entry_points: bool = True):
+        super().__init__(hookspecs.PROJECT)
+        self.add_hookspecs(hookspecs)
+        self.infos: dict[str, PluginInfo] = {}
+        self._registries: dict[str, Registry] | None = None
+        core_version = importlib.metadata.version(CORE_DISTRIBUTION) if _installed(CORE_DISTRIBUTION) else "dev"
+        for module_name in DEFAULT_PLUGINS:
+            self.add_plugin(importlib.import_module(module_name), module_name, CORE_DISTRIBUTION, core_version)
+        if load_entry_points:
+            self.load_entry_points()
+
+    def add_plugin(self, plugin: Any, name: str, distribution: str, version: str = "", entry_point: str = "") -> bool:
+        """Register ``plugin`` after validating its hooks; a failure marks it broken and returns False."""
+        try:
+            self.register(plugin, name=name)
+        except (pluggy.PluginValidationError, ValueError) as error:
+            return self._mark_broken(name, distribution, version, entry_point, str(error))
+        unknown = [caller.name for caller in self.get_hookcallers(plugin) or () if caller.spec is None]
+        if unknown:
+            self.unregister(plugin)
+            known = [name for name in dir(hookspecs) if name.startswith("agentrl_")]
+            problem = "; ".join(f"implements unknown hook {hook!r}.{did_you_mean(hook, known)}" for hook in unknown)
+            return self._mark_broken(name, distribution, version, entry_point, problem)
+        self.infos[name] = PluginInfo(name, distribution, version, "ok", entry_point)
+        self._registries = None
+        return True
+
+    def _mark_broken(self, name: str, distribution: str, version: str, entry_point: str, error: str) -> bool:
+        self.infos[name] = PluginInfo(name, distribution, version, "broken", entry_point, error)
+        return False
+
+    def load_entry_points(self, group: str = ENTRY_POINT_GROUP) -> None:
+        """Import every allowed entry point of ``group``; import errors are recorded, not raised."""
+        allowed, blocked = _env_list(ALLOW_ENV), _env_list(BLOCK_ENV) or set()
+        for entry_point in importlib.metadata.entry_points(group=group):
+            distribution = entry_point.dist.name if entry_point.dist else "?"
+            version = entry_point.dist.version if entry_point.dist else ""
+            label = f"{entry_point.name} = {entry_point.value}"
+            if entry_point.name in blocked or (allowed is not None and entry_point.name not in allowed):
+                self.infos[entry_point.name] = PluginInfo(entry_point.name, distribution, version, "disabled", label)
+                continue
+            if self.has_plugin(entry_point.name):
+                continue
+            try:
+                plugin = entry_point.load()
+            except Exception:
+                error = traceback.format_exc(limit=-3).strip()
+                self._mark_broken(entry_point.name, distribution, version, label, error)
+                continue
+            self.add_plugin(plugin, entry_point.name, distribution, version, label)
+
+    def registry(self, kind: str) -> Registry:
+        """All components of ``kind`` (environment, verifier, advantage, correction, recipe, adapter)."""
+        if kind not in KINDS:
+            raise UnknownNameError("component kind", kind, KINDS)
+        if self._registries is None:
+            self._registries = self._collect()
+        return self._registries[kind]
+
+    def get(self, kind: str, name: str) -> Any:
+        return self.registry(kind).get(name)
+
+    def _collect(self) -> dict[str, Registry]:
+        registries = {kind: Registry(kind) for kind in KINDS}
+        for kind, record_type in KINDS.items():
+            for impl in reversed(getattr(self.hook, record_type.hook).get_hookimpls()):
+                info = self.infos[impl.plugin_name]
+                records: list[Component] = []
+                try:
+                    impl.function(register=functools.partial(_collect_record, records, record_type))
+                except Exception as error:
+                    self._mark_broken(info.name, info.distribution, info.version, info.entry_point,
+                                      f"{record_type.hook} failed: {error!r}")
+                    continue
+                for record in records:
+                    registries[kind].add(Registered(record, info.name, info.distribution))
+        return registries
+
+    def plugin_table(self) -> list[PluginInfo]:
+        """Every plugin seen, loaded or not, sorted by name."""
+        if self._registries is None:
+            self._registries = self._collect()
+        return sorted(self.infos.values(), key=lambda info: info.name)
+
+
+def _collect_record(records: list[Component], record_type: type, record: Component) -> None:
+    if not isinstance(record, record_type):
+        raise TypeError(f"{record_type.hook} expects {record_type.__name__} records, got {type(record).__name__}")
+    records.append(record)
+
+
+def _installed(distribution: str) -> bool:
+    try:
+        importlib.metadata.distribution(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+@functools.lru_cache(maxsize=1)
+def get_plugin_manager() -> PluginManager:
+    """The process-wide manager, loaded on first use."""
+    return PluginManager()

@@ -1,0 +1,208 @@
+"""Loading recipes: find the file, follow ``extends``, validate every key, apply overrides and profiles."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import tomllib
+import typing
+from pathlib import Path
+from typing import Any, Iterable, Literal, Union, get_args, get_origin
+
+from agentrl_plugins.errors import RecipeError, did_you_mean
+from agentrl_plugins.recipe_schema import SECTIONS, TERMINATION_REASONS, TOP_LEVEL_KEYS, Choice, Recipe
+
+_MISSING = object()
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as handle:
+            return tomllib.load(handle)
+    except tomllib.TOMLDecodeError as error:
+        raise RecipeError(f"{path}: not valid TOML: {error}") from None
+
+
+def resolve_raw(name_or_path: str, find: typing.Callable[[str], Path], _seen: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The recipe's raw table with every ``extends`` parent merged beneath it."""
+    path = Path(name_or_path) if name_or_path.endswith(".toml") else find(name_or_path)
+    raw = read_toml(path)
+    parent = raw.get("extends")
+    if parent is None:
+        return raw
+    if not isinstance(parent, str):
+        raise RecipeError(f"{path}: 'extends' must be a recipe name, got {parent!r}")
+    if parent in _seen + (raw.get("name"),):
+        raise RecipeError(f"{path}: recipe extends itself through {' -> '.join(_seen + (parent,))}")
+    base = resolve_raw(parent, find, _seen + (raw.get("name", str(path)),))
+    return _deep_merge(base, raw)
+
+
+def _deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    merged = copy.deepcopy(base)
+    for key, value in top.items():
+        if key == "choices":
+            merged[key] = merged.get(key, []) + value
+        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def build_recipe(raw: dict[str, Any], origin: str = "recipe") -> Recipe:
+    """Validate a raw table against the schema: unknown keys and wrong types are errors."""
+    known = set(SECTIONS) | set(TOP_LEVEL_KEYS)
+    for key in raw:
+        if key not in known:
+            raise RecipeError(f"{origin}: unknown key {key!r}.{did_you_mean(key, known)}")
+    for required in ("name", "description"):
+        if not isinstance(raw.get(required), str):
+            raise RecipeError(f"{origin}: {required!r} must be a string")
+    sections = {}
+    for section, cls in SECTIONS.items():
+        table = raw.get(section, {})
+        if not isinstance(table, dict):
+            raise RecipeError(f"{origin}: [{section}] must be a table, got {table!r}")
+        sections[section] = _build_section(cls, table, section, origin)
+    recipe = Recipe(
+        name=raw["name"],
+        description=raw["description"],
+        extends=_typed(raw.get("extends"), typing.Optional[str], "extends", origin),
+        sources=_typed(raw.get("sources", {}), dict[str, str], "sources", origin),
+        choices=[_build_choice(item, origin) for item in _typed(raw.get("choices", []), list, "choices", origin)],
+        profiles=_typed(raw.get("profiles", {}), dict, "profiles", origin),
+        **sections,
+    )
+    _check_semantics(recipe, origin)
+    for key in list(recipe.sources) + [choice.key for choice in recipe.choices]:
+        get_value(recipe, key, origin)
+    for profile, overrides in recipe.profiles.items():
+        apply_overrides(recipe, overrides, f"{origin} profile {profile!r}")
+    return recipe
+
+
+def _build_section(cls: type, table: dict[str, Any], section: str, origin: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    for key in table:
+        if key not in hints:
+            raise RecipeError(f"{origin}: unknown key '{section}.{key}'.{did_you_mean(key, hints)}")
+    values = {key: _typed(value, hints[key], f"{section}.{key}", origin) for key, value in table.items()}
+    return cls(**values)
+
+
+def _build_choice(item: Any, origin: str) -> Choice:
+    if not isinstance(item, dict):
+        raise RecipeError(f"{origin}: each [[choices]] entry must be a table")
+    return _build_section(Choice, item, "choices", origin)
+
+
+def _typed(value: Any, annotation: Any, key: str, origin: str) -> Any:
+    """``value`` if it fits ``annotation`` (ints widen to floats), else a RecipeError."""
+    origin_type, args = get_origin(annotation), get_args(annotation)
+    if annotation is Any:
+        return value
+    if origin_type is Union:
+        if value is None and type(None) in args:
+            return None
+        inner = [arg for arg in args if arg is not type(None)]
+        return _typed(value, inner[0], key, origin)
+    if origin_type is Literal:
+        if value not in args:
+            raise RecipeError(f"{origin}: '{key}' must be one of {list(args)}, got {value!r}."
+                              f"{did_you_mean(str(value), [str(a) for a in args])}")
+        return value
+    if origin_type is list:
+        if not isinstance(value, list):
+            raise RecipeError(f"{origin}: '{key}' must be a list, got {value!r}")
+        return [_typed(item, args[0], f"{key}[{i}]", origin) for i, item in enumerate(value)] if args else value
+    if origin_type is dict:
+        if not isinstance(value, dict):
+            raise RecipeError(f"{origin}: '{key}' must be a table, got {value!r}")
+        return {k: _typed(v, args[1], f"{key}.{k}", origin) for k, v in value.items()} if args else value
+    if annotation is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if annotation in (int, float) and isinstance(value, bool) or not isinstance(value, annotation):
+        raise RecipeError(f"{origin}: '{key}' must be {annotation.__name__}, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _check_semantics(recipe: Recipe, origin: str) -> None:
+    for reason in recipe.filtering.reasons:
+        if reason not in TERMINATION_REASONS:
+            raise RecipeError(f"{origin}: 'filtering.reasons' has unknown reason {reason!r}."
+                              f"{did_you_mean(reason, TERMINATION_REASONS)}")
+    if recipe.loss.aggregation == "seq-mean-token-sum-norm" and recipe.loss.norm_constant is None:
+        raise RecipeError(f"{origin}: loss.aggregation 'seq-mean-token-sum-norm' needs loss.norm_constant")
+    if recipe.rollout.group_size < 2:
+        raise RecipeError(f"{origin}: rollout.group_size must be at least 2 for a group baseline")
+    if not recipe.verifier.names:
+        raise RecipeError(f"{origin}: verifier.names must name at least one verifier")
+
+
+def get_value(recipe: Recipe, key: str, origin: str = "recipe") -> Any:
+    """The value at a dotted key such as ``loss.clip_high``."""
+    section, _, field = key.partition(".")
+    if section not in SECTIONS or not field:
+        raise RecipeError(f"{origin}: {key!r} is not a 'section.key' name.{did_you_mean(section, SECTIONS)}")
+    value = getattr(getattr(recipe, section), field, _MISSING)
+    if value is _MISSING:
+        names = [f"{section}.{f.name}" for f in dataclasses.fields(SECTIONS[section])]
+        raise RecipeError(f"{origin}: unknown key {key!r}.{did_you_mean(key, names)}")
+    return value
+
+
+def apply_overrides(recipe: Recipe, overrides: dict[str, Any], origin: str = "override") -> Recipe:
+    """A new recipe with dotted-key overrides applied and validated."""
+    raw = recipe_to_dict(recipe)
+    for key, value in overrides.items():
+        get_value(recipe, key, origin)
+        section, _, field = key.partition(".")
+        raw[section][field] = value
+    raw.pop("profiles")
+    rebuilt = build_recipe(raw, origin)
+    rebuilt.profiles = recipe.profiles
+    return rebuilt
+
+
+def parse_overrides(items: Iterable[str]) -> dict[str, Any]:
+    """``["loss.clip_high=0.3", "verifier.names=['public_tests']"]`` as a dict of TOML-typed values."""
+    parsed = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise RecipeError(f"override {item!r} is not KEY=VALUE (for example -o loss.clip_high=0.3)")
+        try:
+            value = tomllib.loads(f"v = {text}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = text
+        parsed[key.strip()] = value
+    return parsed
+
+
+def recipe_to_dict(recipe: Recipe) -> dict[str, Any]:
+    """Plain data, ready for TOML or JSON."""
+    data = dataclasses.asdict(recipe)
+    return {key: value for key, value in data.items() if value is not None}
+
+
+def load_recipe(
+    name_or_path: str,
+    overrides: dict[str, Any] | None = None,
+    profile: str | None = None,
+    plugin_manager: Any = None,
+) -> Recipe:
+    """A registered recipe (or a ``.toml`` path) with a profile and then overrides applied."""
+    if plugin_manager is None:
+        from agentrl_plugins.plugins import get_plugin_manager
+
+        plugin_manager = get_plugin_manager()
+    registry = plugin_manager.registry("recipe")
+    raw = resolve_raw(name_or_path, lambda name: registry.get(name).path)
+    recipe = build_recipe(raw, origin=raw.get("name", name_or_path))
+    if profile is not None:
+        if profile not in recipe.profiles:
+            raise RecipeError(f"recipe {recipe.name!r} has no profile {profile!r}."
+                              f"{did_you_mean(profile, recipe.profiles)} Profiles: {sorted(recipe.profiles)}")
+        recipe = apply_overrides(recipe, recipe.profiles[profile], f"profile {profile!r}")
+    return apply_overrides(recipe, overrides or {}, "override")

@@ -1,0 +1,134 @@
+"""The recipe schema: every key a recipe may set, its type and its default."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Optional
+
+from agentrl_plugins.types import TERMINATIONS
+
+LossAggregation = Literal[
+    "token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"
+]
+
+
+@dataclass
+class EnvironmentSection:
+    name: str = "bugfix"
+    train_split: str = "train"
+    eval_split: str = "held_out"
+
+
+@dataclass
+class VerifierSection:
+    names: list[str] = field(default_factory=lambda: ["hidden_tests"])
+    combine: Literal["min", "mean", "product"] = "min"
+
+
+@dataclass
+class AdvantageSection:
+    estimator: str = "grpo"
+    masked_in_baseline: bool = True
+
+
+@dataclass
+class LossSection:
+    aggregation: LossAggregation = "token-mean"
+    norm_constant: Optional[int] = None
+    clip_low: float = 0.2
+    clip_high: float = 0.2
+    clip_c: Optional[float] = None
+    kl_coef: float = 0.0
+    entropy_coef: float = 0.0
+
+
+@dataclass
+class CorrectionSection:
+    name: str = "none"
+    cap: float = 2.0
+    low: float = 0.5
+    high: float = 5.0
+
+
+@dataclass
+class FilteringSection:
+    compact: bool = False
+    reasons: list[str] = field(default_factory=lambda: ["max_context", "max_turns", "timeout"])
+
+
+@dataclass
+class RolloutSection:
+    group_size: int = 8
+    tasks_per_step: int = 8
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    max_turns: int = 6
+    max_new_tokens_per_turn: int = 64
+    max_context_tokens: int = 2048
+    timeout_s: float = 600.0
+
+
+@dataclass
+class OptimSection:
+    lr: float = 1e-6
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    updates_per_step: int = 1
+
+
+@dataclass
+class TrainSection:
+    steps: int = 100
+    seed: int = 0
+    eval_every: int = 10
+    eval_episodes_per_task: int = 4
+    model: str = "tinyagent"
+    lora: bool = False
+
+
+@dataclass
+class Choice:
+    """A setting the published sources disagree on, made explicit."""
+
+    key: str
+    options: dict[str, str]
+    why: str
+
+
+SECTIONS: dict[str, type] = {
+    "environment": EnvironmentSection,
+    "verifier": VerifierSection,
+    "advantage": AdvantageSection,
+    "loss": LossSection,
+    "correction": CorrectionSection,
+    "filtering": FilteringSection,
+    "rollout": RolloutSection,
+    "optim": OptimSection,
+    "train": TrainSection,
+}
+
+
+@dataclass
+class Recipe:
+    """A validated recipe; ``sources`` cites where each published value comes from."""
+
+    name: str
+    description: str
+    environment: EnvironmentSection = field(default_factory=EnvironmentSection)
+    verifier: VerifierSection = field(default_factory=VerifierSection)
+    advantage: AdvantageSection = field(default_factory=AdvantageSection)
+    loss: LossSection = field(default_factory=LossSection)
+    correction: CorrectionSection = field(default_factory=CorrectionSection)
+    filtering: FilteringSection = field(default_factory=FilteringSection)
+    rollout: RolloutSection = field(default_factory=RolloutSection)
+    optim: OptimSection = field(default_factory=OptimSection)
+    train: TrainSection = field(default_factory=TrainSection)
+    extends: Optional[str] = None
+    sources: dict[str, str] = field(default_factory=dict)
+    choices: list[Choice] = field(default_factory=list)
+    profiles: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+TOP_LEVEL_KEYS = ("name", "description", "extends", "sources", "choices", "profiles")
+TERMINATION_REASONS = TERMINATIONS

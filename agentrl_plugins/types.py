@@ -1,0 +1,108 @@
+"""The data that crosses every boundary: tasks, trajectories, verdicts, limits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Termination = Literal["submitted", "max_turns", "max_context", "timeout", "error"]
+TERMINATIONS: tuple[str, ...] = ("submitted", "max_turns", "max_context", "timeout", "error")
+
+
+@dataclass(frozen=True)
+class Task:
+    """One problem an environment can pose."""
+
+    id: str
+    family: str
+    split: str
+    issue: str
+    initial_state: Any = None
+
+
+@dataclass(frozen=True)
+class TestDetail:
+    """The outcome of one test the verifier ran."""
+
+    name: str
+    passed: bool
+    hidden: bool
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A verifier's judgement of a finished episode."""
+
+    reward: float
+    passed: bool
+    tests: tuple[TestDetail, ...] = ()
+    flags: dict[str, bool] = field(default_factory=dict)
+    verifier: str = ""
+
+    @property
+    def hacked(self) -> bool:
+        """Submitted, passes every public test, fails a hidden one."""
+        return bool(self.flags.get("hacked", False))
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Sampling settings handed to ``generate``."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    max_new_tokens: int = 64
+
+
+@dataclass(frozen=True)
+class Generation:
+    """What ``generate`` returns: the new tokens, their sampler log-probs, why it stopped."""
+
+    token_ids: list[int]
+    logprobs: list[float]
+    finish_reason: str = "stop"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Budgets that end an episode with a named termination reason."""
+
+    max_turns: int = 6
+    max_context_tokens: int = 2048
+    max_new_tokens_per_turn: int = 64
+    timeout_s: float = 600.0
+
+
+@dataclass
+class Trajectory:
+    """One episode, token-exact: what the sampler produced is what the trainer sees."""
+
+    task_id: str
+    prompt_ids: list[int]
+    response_ids: list[int]
+    response_mask: list[int]
+    logprobs: list[float]
+    turn_spans: list[tuple[int, int]]
+    termination: str
+    reward: float = 0.0
+    verdict: Verdict | None = None
+    group_id: int = 0
+    policy_version: int = 0
+    family: str = ""
+    split: str = ""
+    messages: list[dict[str, str]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def token_ids(self) -> list[int]:
+        return self.prompt_ids + self.response_ids
+
+    @property
+    def num_turns(self) -> int:
+        return len(self.turn_spans)
+
+    @property
+    def policy_tokens(self) -> int:
+        return sum(self.response_mask)
