@@ -151,8 +151,8 @@ def run_command(
     if profile is None and model is None and "laptop" in load_recipe(recipe_name).profiles:
         profile = "laptop"
     recipe = load_recipe(recipe_name, values, profile)
-    for kind, names in (("verifier", recipe.verifier.names), ("advantage", [recipe.advantage.estimator]),
-                        ("correction", [recipe.correction.name]), ("environment", [recipe.environment.name])):
+    for kind, names in (("advantage", [recipe.advantage.estimator]), ("correction", [recipe.correction.name]),
+                        ("environment", [recipe.environment.name]), ("verifier", recipe.verifier.names)):
         for component in names:
             manager.get(kind, component)
     adapter = _adapter(framework)

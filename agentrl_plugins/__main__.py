@@ -1,0 +1,3 @@
+from agentrl_plugins.cli import main
+
+main()

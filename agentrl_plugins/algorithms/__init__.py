@@ -1,0 +1,36 @@
+"""Pure-torch reference algorithms that the framework adapters are checked against."""
+
+from agentrl_plugins.algorithms.advantages import ESTIMATORS, dr_grpo, grpo, rloo
+from agentrl_plugins.algorithms.aggregation import LOSS_AGG_MODES, aggregate_loss
+from agentrl_plugins.algorithms.corrections import (
+    CORRECTIONS,
+    CorrectionResult,
+    geometric_sequence_mask,
+    icepop,
+    none,
+    sequence_tis,
+    token_tis,
+)
+from agentrl_plugins.algorithms.filtering import COMPACT_FILTER_REASONS, TERMINATION_REASONS, compact_filter
+from agentrl_plugins.algorithms.policy_loss import SurrogateResult, clipped_surrogate
+
+__all__ = [
+    "COMPACT_FILTER_REASONS",
+    "CORRECTIONS",
+    "ESTIMATORS",
+    "LOSS_AGG_MODES",
+    "TERMINATION_REASONS",
+    "CorrectionResult",
+    "SurrogateResult",
+    "aggregate_loss",
+    "clipped_surrogate",
+    "compact_filter",
+    "dr_grpo",
+    "geometric_sequence_mask",
+    "grpo",
+    "icepop",
+    "none",
+    "rloo",
+    "sequence_tis",
+    "token_tis",
+]

@@ -1,0 +1,63 @@
+"""Reduce a per-token loss [B, T] to a scalar, as verl 0.9.1 ``agg_loss`` does for one micro-batch.
+
+TRL 1.16 ``loss_type`` correspondences, exact only with one micro-batch on one process
+(no gradient accumulation, ``steps_per_generation=1``) and no fully masked row:
+``bnpo`` and ``dapo`` = token-mean; ``grpo`` = seq-mean-token-mean; ``dr_grpo`` =
+seq-mean-token-sum-norm with norm_constant = ``max_completion_length``. TRL's ``grpo``
+and ``dr_grpo`` divide by all B rows, so they part from verl once compact filtering
+empties a row; hence no mapping constant.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from agentrl_plugins.errors import did_you_mean
+
+LOSS_AGG_MODES = (
+    "token-mean",
+    "token-sum",
+    "seq-mean-token-sum",
+    "seq-mean-token-mean",
+    "seq-mean-token-sum-norm",
+)
+
+
+def _safe_div(num: Tensor, den: Tensor) -> Tensor:
+    """num / den, and 0 with zero gradient where den is 0 (num is then 0 too)."""
+    return num / torch.where(den > 0, den, torch.ones_like(den))
+
+
+def aggregate_loss(
+    per_token_loss: Tensor, mask: Tensor, mode: str, *, norm_constant: float | None = None
+) -> Tensor:
+    """Scalar loss. With l the loss, m the mask and R the number of rows with sum_t m > 0:
+
+    - token-mean: sum_bt m*l / sum_bt m
+    - token-sum: sum_bt m*l
+    - seq-mean-token-sum: sum_bt m*l / R (fully masked rows leave the denominator, as in verl)
+    - seq-mean-token-sum-norm: sum_bt m*l / R / norm_constant (required here; verl defaults it to T)
+    - seq-mean-token-mean: sum over non-empty rows b of (sum_t m*l / sum_t m), / R
+      (verl and OpenRLHF add 1e-8 to sum_t m: a relative difference below 1e-8)
+
+    Mask entries weight tokens; loss values under m = 0, even NaN, never reach the result
+    or the gradient. Where verl would divide by zero (no token or R = 0) this returns 0.
+    """
+    if mode not in LOSS_AGG_MODES:
+        hint = did_you_mean(mode, LOSS_AGG_MODES)
+        raise ValueError(f"unknown loss aggregation mode {mode!r}.{hint} Known: {', '.join(LOSS_AGG_MODES)}.")
+    if mode == "seq-mean-token-sum-norm" and (norm_constant is None or norm_constant <= 0):
+        raise ValueError(f"seq-mean-token-sum-norm needs a positive norm_constant, got {norm_constant}")
+    m = mask.to(per_token_loss.dtype)
+    row_sums = (torch.where(mask.to(torch.bool), per_token_loss, 0.0) * m).sum(dim=-1)
+    counts = m.sum(dim=-1)
+    rows = (counts > 0).sum().to(per_token_loss.dtype)
+    if mode == "token-mean":
+        return _safe_div(row_sums.sum(), counts.sum())
+    if mode == "token-sum":
+        return row_sums.sum()
+    if mode == "seq-mean-token-mean":
+        return _safe_div(_safe_div(row_sums, counts).sum(), rows)
+    loss = _safe_div(row_sums.sum(), rows)
+    return loss / norm_constant if mode == "seq-mean-token-sum-norm" else loss

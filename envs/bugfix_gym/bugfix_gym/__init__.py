@@ -1,0 +1,1 @@
+"""The BugFix gym: an agentic-RL environment plugin for agentrl-plugins."""

@@ -1,0 +1,138 @@
+"""The BugFix environment: tasks from the families, one session per episode, tools read/test/edit/submit."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from agentrl_plugins.environment import StepResult
+from agentrl_plugins.errors import UnknownNameError
+from agentrl_plugins.types import Task
+
+from bugfix_gym.families import FAMILIES
+from bugfix_gym.family import SPLITS, Family
+from bugfix_gym.grammar import MALFORMED_MESSAGE, format_call, parse_call
+from bugfix_gym.sandbox import RunResult, Sandbox, TestCase
+
+SYSTEM_PROMPT = (
+    "You fix one bug in a Python function. Reply with exactly one tool call per message: "
+    f"{format_call('read')} shows the source, {format_call('test')} runs the public tests, "
+    f"{format_call('edit', 'OP')} applies one edit op from the task's menu, {format_call('submit')} ends the episode."
+)
+TestRunner = Callable[[str, str, Sequence[TestCase]], RunResult]
+
+
+@dataclass(frozen=True)
+class Submission:
+    """What a verifier judges: the final source and whether the agent submitted it."""
+
+    family: Family
+    source: str
+    submitted: bool
+    run_tests: TestRunner
+
+
+def format_results(function: str, result: RunResult) -> str:
+    """One ``PASS``/``FAIL`` line per test, as the ``test`` tool shows them."""
+    if result.status == "load_error":
+        return f"FAIL load error: {result.detail}"
+    return "\n".join(
+        f"{'PASS' if r.passed else 'FAIL'} {function}({', '.join(map(repr, r.case.args))}) -> {r.got}"
+        for r in result.results
+    )
+
+
+def task_prompt(family: Family) -> str:
+    return f"{family.issue}\nEdit ops: {', '.join(family.op_names)}"
+
+
+class BugFixSession:
+    """One episode on one family; ``step`` never raises on bad policy text."""
+
+    def __init__(self, family: Family, run_tests: TestRunner):
+        self.family = family
+        self.source = family.buggy
+        self.submitted = False
+        self.prompt = task_prompt(family)
+        self._run_tests = run_tests
+
+    def step(self, action: str) -> StepResult:
+        if self.submitted:
+            return StepResult("ERROR: the episode is over", True)
+        call = parse_call(action)
+        if call is None:
+            return StepResult(MALFORMED_MESSAGE)
+        tool, arg = call
+        if tool == "read":
+            return StepResult(self.source)
+        if tool == "test":
+            result = self._run_tests(self.source, self.family.function, self.family.public_tests)
+            return StepResult(format_results(self.family.function, result))
+        op = self.family.op(arg) if tool == "edit" else None
+        if op is not None:
+            self.source = op.apply(self.source)
+            return StepResult(f"edited with {arg}")
+        if tool == "submit":
+            self.submitted = True
+            return StepResult("submitted", True)
+        return StepResult(f"ERROR: unknown tool or op: {tool} {arg}")
+
+    def outcome(self) -> Submission:
+        return Submission(self.family, self.source, self.submitted, self._run_tests)
+
+    def close(self) -> None:
+        """Sessions hold no resources of their own; the suite owns the sandbox."""
+
+
+class BugFixGym:
+    """The suite of BugFix tasks; owns a pool of sandbox workers shared by all sessions."""
+
+    system_prompt = SYSTEM_PROMPT
+
+    def __init__(self, families: Sequence[Family] = FAMILIES, workers: int = 2, timeout_s: float = 2.0,
+                 memory_mb: int = 256, cache_size: int = 4096):
+        self.families = {family.name: family for family in families}
+        self._sandbox_options = {"workers": workers, "timeout_s": timeout_s, "memory_mb": memory_mb}
+        self._sandbox: Sandbox | None = None
+        self._lock = threading.Lock()
+        self._cache: OrderedDict[tuple[str, str, str], RunResult] = OrderedDict()
+        self._cache_size = cache_size
+
+    def family(self, name: str) -> Family:
+        if name not in self.families:
+            raise UnknownNameError("BugFix family", name, self.families)
+        return self.families[name]
+
+    def tasks(self, split: str | None = None) -> list[Task]:
+        if split is not None and split not in SPLITS:
+            raise UnknownNameError("split", split, SPLITS)
+        return [Task(f.name, f.name, f.split, task_prompt(f), f.buggy)
+                for f in self.families.values() if split is None or f.split == split]
+
+    def start(self, task: Task) -> BugFixSession:
+        return BugFixSession(self.family(task.family), self.run_tests)
+
+    def run_tests(self, source: str, function: str, cases: Sequence[TestCase]) -> RunResult:
+        """Run ``cases`` in the sandbox; identical requests are answered from a cache."""
+        key = (source, function, repr(tuple(cases)))
+        with self._lock:
+            if key in self._cache:
+                self._cache.move_to_end(key)
+                return self._cache[key]
+            if self._sandbox is None:
+                self._sandbox = Sandbox(**self._sandbox_options)
+            sandbox = self._sandbox
+        result = sandbox.run(source, function, cases)
+        with self._lock:
+            self._cache[key] = result
+            if len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return result
+
+    def close(self) -> None:
+        with self._lock:
+            if self._sandbox is not None:
+                self._sandbox.close()
+                self._sandbox = None

@@ -1,0 +1,29 @@
+# Build the project's virtual environments from its own files. Sourced by scripts/test and scripts/agentrl.
+# Each environment is rebuilt only when the files it is built from change (a stamp of their hash).
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PYTHON="${PYTHON:-python3.11}"
+command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
+TORCH_PIN="torch==2.13.0"
+
+# ensure_env NAME PIP_ARGS... : .venvs/NAME with torch pinned first, then PIP_ARGS installed.
+ensure_env() {
+    local name="$1"; shift
+    local dir="$ROOT/.venvs/$name"
+    local stamp
+    stamp="$(cd "$ROOT" && cat pyproject.toml envs/*/pyproject.toml scripts/envs.sh 2>/dev/null | sha256sum | cut -c1-16) $*"
+    if [ -f "$dir/.stamp" ] && [ "$(cat "$dir/.stamp")" = "$stamp" ]; then
+        return 0
+    fi
+    echo "building environment .venvs/$name" >&2
+    rm -rf "$dir"
+    "$PYTHON" -m venv "$dir"
+    "$dir/bin/python" -m pip install -q --upgrade pip
+    "$dir/bin/python" -m pip install -q "$TORCH_PIN"
+    (cd "$ROOT" && "$dir/bin/python" -m pip install -q "$@")
+    echo "$stamp" > "$dir/.stamp"
+}
+
+ensure_core_env() {
+    ensure_env core -e ".[test,report]" -e envs/bugfix_gym hatchling editables
+}

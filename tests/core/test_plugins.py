@@ -1,0 +1,139 @@
+"""The plugin manager: provenance, duplicates, unknown names, broken plugins, allow/block lists."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentrl_plugins import hookimpl
+from agentrl_plugins.components import AdvantageEstimator, Environment, Verifier
+from agentrl_plugins.errors import DuplicateNameError, UnknownNameError
+from agentrl_plugins.plugins import PluginManager
+
+EXTRA_ESTIMATOR = """
+from agentrl_plugins import hookimpl
+from agentrl_plugins.components import AdvantageEstimator
+
+@hookimpl
+def agentrl_register_advantages(register):
+    register(AdvantageEstimator("zero", lambda rewards, group_ids, valid=None, **kw: rewards * 0, "Always zero."))
+"""
+
+
+def test_builtins_are_registered_through_the_hooks_with_their_distribution():
+    manager = PluginManager(load_entry_points=False)
+    assert manager.registry("advantage").names() == ["dr_grpo", "grpo", "rloo"]
+    assert {"none", "token_tis", "sequence_tis", "icepop", "geometric_sequence_mask"} <= set(
+        manager.registry("correction").names())
+    entry = manager.registry("recipe").entry("deepswe_grpopp")
+    assert entry.distribution == "agentrl-plugins"
+    assert entry.plugin == "agentrl_plugins.default_plugins.recipes"
+
+
+def test_unknown_name_lists_close_matches():
+    manager = PluginManager(load_entry_points=False)
+    with pytest.raises(UnknownNameError, match=r"unknown advantage 'rlo'\. Did you mean 'rloo'"):
+        manager.get("advantage", "rlo")
+    with pytest.raises(UnknownNameError, match="Did you mean 'correction'"):
+        manager.registry("corection")
+
+
+def test_registering_a_name_twice_names_both_plugins_and_distributions(fake_distribution):
+    fake_distribution("fake-shadow", {"shadow": """
+        from agentrl_plugins import hookimpl
+        from agentrl_plugins.components import AdvantageEstimator
+
+        @hookimpl
+        def agentrl_register_advantages(register):
+            register(AdvantageEstimator("rloo", lambda *a, **k: None, "A second rloo."))
+    """})
+    manager = PluginManager()
+    with pytest.raises(DuplicateNameError) as error:
+        manager.registry("advantage")
+    message = str(error.value)
+    assert "advantage 'rloo' is registered twice" in message
+    assert "agentrl_plugins.default_plugins.advantages" in message and "agentrl-plugins" in message
+    assert "'shadow'" in message and "fake-shadow" in message
+
+
+def test_a_plugin_that_fails_to_import_is_reported_and_the_rest_works(fake_distribution):
+    fake_distribution("fake-broken", {"broken": "import module_that_does_not_exist\n", "good": EXTRA_ESTIMATOR})
+    manager = PluginManager()
+    infos = {info.name: info for info in manager.plugin_table()}
+    assert infos["broken"].status == "broken"
+    assert infos["broken"].distribution == "fake-broken"
+    assert "broken = fake_broken_broken" in infos["broken"].entry_point
+    assert "ModuleNotFoundError" in infos["broken"].error and "module_that_does_not_exist" in infos["broken"].error
+    assert infos["good"].status == "ok"
+    assert manager.registry("advantage").entry("zero").distribution == "fake-broken"
+
+
+def test_hook_implementations_are_validated_at_load(fake_distribution):
+    fake_distribution("fake-invalid", {
+        "typo": """
+            from agentrl_plugins import hookimpl
+
+            @hookimpl
+            def agentrl_register_environment(register):
+                pass
+        """,
+        "badargs": """
+            from agentrl_plugins import hookimpl
+
+            @hookimpl
+            def agentrl_register_verifiers(register, extra):
+                pass
+        """,
+        "wrongrecord": """
+            from agentrl_plugins import hookimpl
+            from agentrl_plugins.components import Verifier
+
+            @hookimpl
+            def agentrl_register_advantages(register):
+                register(Verifier("v", lambda: None, "A verifier in the wrong hook."))
+        """,
+    })
+    manager = PluginManager()
+    infos = {info.name: info for info in manager.plugin_table()}
+    assert infos["typo"].status == "broken"
+    assert "unknown hook 'agentrl_register_environment'" in infos["typo"].error
+    assert "Did you mean 'agentrl_register_environments'" in infos["typo"].error
+    assert infos["badargs"].status == "broken" and "extra" in infos["badargs"].error
+    assert infos["wrongrecord"].status == "broken"
+    assert "expects AdvantageEstimator records, got Verifier" in infos["wrongrecord"].error
+    assert "v" not in manager.registry("verifier")
+
+
+def test_allowlist_and_blocklist_environment_variables(fake_distribution, monkeypatch):
+    fake_distribution("fake-pair", {"first": EXTRA_ESTIMATOR, "second": EXTRA_ESTIMATOR.replace('"zero"', '"nil"')})
+    monkeypatch.setenv("AGENTRL_PLUGINS", "first")
+    allowed = PluginManager()
+    assert "zero" in allowed.registry("advantage") and "nil" not in allowed.registry("advantage")
+    assert {i.name: i.status for i in allowed.plugin_table()}["second"] == "disabled"
+    monkeypatch.delenv("AGENTRL_PLUGINS")
+    monkeypatch.setenv("AGENTRL_DISABLE_PLUGINS", "first")
+    blocked = PluginManager()
+    assert "zero" not in blocked.registry("advantage") and "nil" in blocked.registry("advantage")
+    assert "rloo" in blocked.registry("advantage")
+
+
+def test_records_validate_names_and_descriptions():
+    with pytest.raises(ValueError, match="identifier"):
+        Environment("not a name", object, "desc")
+    with pytest.raises(ValueError, match="one-line description"):
+        Verifier("v", lambda: None, "")
+    with pytest.raises(ValueError, match="compute is missing"):
+        AdvantageEstimator("a", None, "desc")
+
+
+def test_step_end_hook_reaches_monitors():
+    seen = []
+
+    class Monitor:
+        @hookimpl
+        def agentrl_step_end(self, step, metrics):
+            seen.append((step, metrics["reward"]))
+
+    manager = PluginManager(load_entry_points=False)
+    manager.add_plugin(Monitor(), "monitor", "tests")
+    manager.hook.agentrl_step_end(step=3, metrics={"reward": 0.5})
+    assert seen == [(3, 0.5)]

@@ -1,0 +1,110 @@
+"""Recipes: shipped files validate, unknown keys and wrong types fail with close matches, overrides, extends."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from agentrl_plugins.errors import RecipeError
+from agentrl_plugins.plugins import PluginManager
+from agentrl_plugins.recipe import build_recipe, get_value, load_recipe, parse_overrides, resolve_raw
+
+MANAGER = PluginManager(load_entry_points=False)
+SHIPPED = ["deepswe_grpopp", "grpo", "dr_grpo", "dapo", "rloo"]
+
+
+def load(name, overrides=None, profile=None):
+    return load_recipe(name, overrides, profile, plugin_manager=MANAGER)
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_recipes_validate_with_every_profile(name):
+    recipe = load(name)
+    assert recipe.name == name
+    for profile in recipe.profiles:
+        assert load(name, profile=profile).name == name
+
+
+def test_deepswe_grpopp_carries_the_published_values_and_their_sources():
+    recipe = load("deepswe_grpopp")
+    assert (recipe.advantage.estimator, recipe.loss.aggregation) == ("rloo", "seq-mean-token-sum")
+    assert (recipe.loss.clip_low, recipe.loss.clip_high, recipe.loss.kl_coef, recipe.loss.entropy_coef) == (
+        0.2, 0.28, 0.0, 0.0)
+    assert (recipe.rollout.group_size, recipe.rollout.tasks_per_step, recipe.rollout.max_turns) == (8, 8, 50)
+    assert recipe.rollout.timeout_s == 5400.0 and recipe.optim.lr == 1e-6
+    assert recipe.filtering.compact and set(recipe.filtering.reasons) == {"max_context", "max_turns", "timeout"}
+    assert "rloo" in recipe.sources["advantage.estimator"]
+    assert {c.key for c in recipe.choices} == {"loss.aggregation", "rollout.timeout_s", "advantage.masked_in_baseline"}
+    for choice in recipe.choices:
+        assert any("default" in who for who in choice.options.values()) and choice.why
+
+
+def test_extends_merges_the_parent_beneath():
+    raw = resolve_raw("dapo", lambda n: MANAGER.get("recipe", n).path)
+    assert raw["loss"]["clip_high"] == 0.28 and raw["rollout"]["group_size"] == 8
+    assert load("dapo").advantage.estimator == "grpo"
+
+
+def test_unknown_keys_are_errors_with_close_matches():
+    raw = {"name": "x", "description": "d", "loss": {"clip_hgh": 0.3}}
+    with pytest.raises(RecipeError, match=r"unknown key 'loss.clip_hgh'\. Did you mean 'clip_high'"):
+        build_recipe(raw)
+    with pytest.raises(RecipeError, match="Did you mean 'rollout'"):
+        build_recipe({"name": "x", "description": "d", "rolout": {}})
+    with pytest.raises(RecipeError, match="Did you mean 'loss.clip_high'"):
+        get_value(load("grpo"), "loss.clip_hi")
+
+
+def test_wrong_types_and_values_are_errors():
+    with pytest.raises(RecipeError, match="'rollout.group_size' must be int, got str"):
+        build_recipe({"name": "x", "description": "d", "rollout": {"group_size": "8"}})
+    with pytest.raises(RecipeError, match="'train.lora' must be bool"):
+        build_recipe({"name": "x", "description": "d", "train": {"lora": 1}})
+    with pytest.raises(RecipeError, match="must be one of .* Did you mean 'token-mean'"):
+        build_recipe({"name": "x", "description": "d", "loss": {"aggregation": "token_mean"}})
+    with pytest.raises(RecipeError, match="unknown reason 'max_step'"):
+        build_recipe({"name": "x", "description": "d", "filtering": {"reasons": ["max_step"]}})
+    with pytest.raises(RecipeError, match="needs loss.norm_constant"):
+        build_recipe({"name": "x", "description": "d", "loss": {"aggregation": "seq-mean-token-sum-norm"}})
+    assert build_recipe({"name": "x", "description": "d", "optim": {"lr": 1}}).optim.lr == 1.0
+
+
+def test_overrides_are_typed_and_validated():
+    overrides = parse_overrides(["loss.clip_high=0.3", "verifier.names=['public_tests']", "advantage.estimator=grpo"])
+    recipe = load("deepswe_grpopp", overrides)
+    assert recipe.loss.clip_high == 0.3 and recipe.verifier.names == ["public_tests"]
+    assert recipe.advantage.estimator == "grpo"
+    with pytest.raises(RecipeError, match="Did you mean 'loss.clip_high'"):
+        load("grpo", {"loss.clip_hihg": 0.3})
+    with pytest.raises(RecipeError, match="not KEY=VALUE"):
+        parse_overrides(["loss.clip_high"])
+    with pytest.raises(RecipeError, match="'rollout.group_size' must be int"):
+        load("grpo", parse_overrides(["rollout.group_size=eight"]))
+
+
+def test_profiles_apply_before_overrides_and_unknown_profiles_fail():
+    laptop = load("deepswe_grpopp", {"rollout.max_turns": 4}, profile="laptop")
+    assert laptop.rollout.max_context_tokens == 1024 and laptop.rollout.max_turns == 4
+    assert laptop.loss.clip_high == 0.28
+    with pytest.raises(RecipeError, match="Did you mean 'laptop'"):
+        load("grpo", profile="lapto")
+
+
+def test_extends_cycles_are_reported(tmp_path):
+    (tmp_path / "a.toml").write_text('name = "a"\ndescription = "d"\nextends = "b"\n')
+    (tmp_path / "b.toml").write_text('name = "b"\ndescription = "d"\nextends = "a"\n')
+    with pytest.raises(RecipeError, match="extends itself"):
+        resolve_raw(str(tmp_path / "a.toml"), lambda n: tmp_path / f"{n}.toml")
+
+
+def test_recipes_ship_inside_the_wheel(tmp_path, request):
+    root = request.config.rootpath
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                    str(tmp_path), str(root)], check=True)
+    wheel = next(tmp_path.glob("agentrl_plugins-*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    for name in SHIPPED:
+        assert f"agentrl_plugins/recipes/{name}.toml" in names
