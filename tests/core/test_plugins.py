@@ -137,3 +137,42 @@ def test_step_end_hook_reaches_monitors():
     manager.add_plugin(Monitor(), "monitor", "tests")
     manager.hook.agentrl_step_end(step=3, metrics={"reward": 0.5})
     assert seen == [(3, 0.5)]
+
+
+def test_adapter_correction_and_command_hooks_reach_the_cli(monkeypatch):
+    from typer.testing import CliRunner
+
+    from agentrl_plugins.adapter import ComponentMapping, FrameworkConfig
+    from agentrl_plugins.cli import build_app
+    from agentrl_plugins.components import Adapter, Correction
+
+    class ToyAdapter:
+        def describe(self, recipe):
+            return FrameworkConfig("toy", {"clip": recipe.loss.clip_high},
+                                   [ComponentMapping("loss.clip_high", recipe.loss.clip_high, "toy.clip", "native")],
+                                   ["toy-train", f"--clip={recipe.loss.clip_high}"])
+
+        def run(self, recipe, options):
+            return None
+
+    class ToyPlugin:
+        @hookimpl
+        def agentrl_register_adapters(self, register):
+            register(Adapter("toy", ToyAdapter, "A toy framework."))
+
+        @hookimpl
+        def agentrl_register_corrections(self, register):
+            register(Correction("halve", lambda learner, sampler, mask, **kw: mask * 0.5, "Halve every weight."))
+
+        @hookimpl
+        def agentrl_register_commands(self, cli):
+            cli.command("hello")(lambda: print("hello from a plugin"))
+
+    manager = PluginManager(load_entry_points=False)
+    manager.add_plugin(ToyPlugin(), "toy-plugin", "toy-dist")
+    assert manager.registry("correction").entry("halve").distribution == "toy-dist"
+    monkeypatch.setattr("agentrl_plugins.cli.get_plugin_manager", lambda: manager)
+    app = build_app(manager)
+    shown = CliRunner().invoke(app, ["recipes", "show", "dapo", "--framework", "toy"], catch_exceptions=False)
+    assert "toy.clip" in shown.output and "native" in shown.output and "--clip=0.28" in shown.output
+    assert CliRunner().invoke(app, ["hello"]).output.strip() == "hello from a plugin"

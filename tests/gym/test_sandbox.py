@@ -1,0 +1,413 @@
+"""Proves the BugFix sandbox contains hostile candidates, answers within its timeout and keeps serving."""
+
+import os
+import pickle
+import shutil
+import signal
+import socket
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from bugfix_gym.sandbox import RunResult, Sandbox, run_in_process
+from bugfix_gym.sandbox import TestCase as Case
+
+TIMEOUT_S = 1.0
+MARGIN_S = 0.75
+ROOT = os.geteuid() == 0
+needs_root = pytest.mark.skipif(not ROOT, reason="the privilege drop only happens when running as root")
+
+ADD = "def add(a, b):\n    return a + b\n"
+ADD_CASES = (Case((1, 2), 3), Case((2, 2), 4), Case((0, 0), 1))
+CALL = (Case((), None),)  # a function that returned None would pass; a dead one must not
+
+HOSTILE = {
+    "infinite_loop": ("def f():\n    while True:\n        pass\n", "timeout", "wall clock"),
+    "hang_at_import": ("while True:\n    pass\n", "timeout", "wall clock"),
+    "string_bomb": ("def f():\n    return len(' ' * 10**10)\n", "memory", "MemoryError"),
+    "list_bomb": (
+        "def f():\n    hoard = []\n    while True:\n        hoard.append(bytearray(1 << 20))\n",
+        "memory",
+        "MemoryError",
+    ),
+    "segfault": ("import ctypes\ndef f():\n    return ctypes.string_at(0)\n", "crashed", "SIGSEGV"),
+    "abort": ("import os\ndef f():\n    os.abort()\n", "crashed", "SIGABRT"),
+    "os_exit_zero": ("import os\ndef f():\n    os._exit(0)\n", "exited", "code 0"),
+    "stops_itself": ("import os, signal\ndef f():\n    os.kill(os.getpid(), signal.SIGSTOP)\n", "timeout", "wall"),
+    "eq_loops": (
+        "class Sly:\n    def __eq__(self, other):\n        while True:\n            pass\n"
+        "def f():\n    return Sly()\n",
+        "timeout",
+        "wall clock",
+    ),
+    "exit_at_import": ("import sys\nsys.exit(0)\n", "load_error", "SystemExit"),
+    "spams_result_pipe": (
+        "import os\ndef f():\n    while True:\n        for fd in range(3, 32):\n"
+        "            try:\n                os.write(fd, b'x' * 65536)\n            except OSError:\n                pass\n",
+        "crashed",
+        "output",
+    ),
+}
+
+LINGERING_CHILD = """
+import os, time
+def f():
+    if os.fork() == 0:
+        time.sleep(60)
+    return os.getpgrp()
+"""
+
+ESCAPED_DAEMON = """
+import os, time
+def f():
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.write(w, str(os.getpid()).encode())
+            time.sleep(60)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return int(os.read(r, 32))
+"""
+
+FORK_BOMB = """
+import os, time
+def f():
+    leader, forks = os.getpid(), 0
+    for _ in range(200):
+        try:
+            pid = os.fork()
+        except OSError:
+            break
+        if pid:
+            forks += 1
+    if os.getpid() != leader:
+        time.sleep(60)
+    return os.getpgrp(), forks
+"""
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    with Sandbox(workers=2, timeout_s=TIMEOUT_S, memory_mb=256, cpu_s=2) as box:
+        yield box
+
+
+def timed_run(box, source, function="f", cases=CALL, budget_s=None):
+    """Run and assert the answer came back within the box's timeout plus a small margin."""
+    start = time.monotonic()
+    result = box.run(source, function, cases)
+    elapsed = time.monotonic() - start
+    assert elapsed < (budget_s or box.limits.timeout_s + MARGIN_S), f"took {elapsed:.2f} s: {result}"
+    return result
+
+
+def _proc_stat(pid):
+    """(ppid, pgrp) of a live process, or None."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return int(fields[1]), int(fields[2])
+
+
+def _pids():
+    return [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
+
+
+def worker_pids():
+    """Sandbox worker processes started by this test process."""
+    found = set()
+    for pid in _pids():
+        stat = _proc_stat(pid)
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if stat and stat[0] == os.getpid() and b"sandbox.py" in command:
+            found.add(pid)
+    return found
+
+
+def group_members(pgid):
+    return [pid for pid in _pids() if (_proc_stat(pid) or (0, 0))[1] == pgid]
+
+
+def assert_healthy(box):
+    """Every worker still serves a normal run correctly and has no leftover descendants."""
+    for _ in range(2):
+        result = box.run(ADD, "add", ADD_CASES)
+        assert result.status == "ok", result
+        assert [r.passed for r in result.results] == [True, True, False]
+    workers = worker_pids()
+    assert not [pid for pid in _pids() if (_proc_stat(pid) or (0, 0))[0] in workers]
+
+
+def test_passing_and_failing_cases(sandbox):
+    result = sandbox.run(ADD, "add", ADD_CASES)
+    assert isinstance(result, RunResult) and result.status == "ok" and result.detail == "all cases ran"
+    assert [(r.case, r.passed, r.got) for r in result.results] == [
+        (ADD_CASES[0], True, "3"),
+        (ADD_CASES[1], True, "4"),
+        (ADD_CASES[2], False, "0"),
+    ]
+    assert not result.passed
+    assert sandbox.run(ADD, "add", ADD_CASES[:2]).passed
+    assert pickle.loads(pickle.dumps(result)) == result
+
+
+def test_exceptions_fail_only_their_case(sandbox):
+    source = "def f(x):\n    return 10 // x\n"
+    result = sandbox.run(source, "f", [Case((0,), 0), Case((5,), 2)])
+    assert result.status == "ok"
+    assert result.results[0].got.startswith("ZeroDivisionError") and not result.results[0].passed
+    assert result.results[1].passed
+
+
+def test_syntax_error_is_load_error(sandbox):
+    result = timed_run(sandbox, "def f(:\n    pass\n", cases=ADD_CASES)
+    assert result.status == "load_error" and result.detail.startswith("SyntaxError")
+    assert all(not r.passed and r.got == result.detail for r in result.results)
+
+
+def test_missing_function_is_load_error(sandbox):
+    result = sandbox.run("g = 1\n", "g", ADD_CASES)
+    assert result.status == "load_error" and "NameError" in result.detail
+
+
+def test_system_exit_and_recursion_are_failing_cases(sandbox):
+    source = (
+        "import sys\n"
+        "def f(x):\n"
+        "    if x == 0:\n        sys.exit(0)\n"
+        "    if x == 1:\n        raise SystemExit\n"
+        "    if x == 2:\n        return f(x)\n"
+        "    return x\n"
+    )
+    result = timed_run(sandbox, source, cases=[Case((n,), n) for n in range(4)])
+    assert result.status == "ok"
+    assert [r.got.split("(")[0] for r in result.results] == ["SystemExit", "SystemExit", "RecursionError", "3"]
+    assert [r.passed for r in result.results] == [False, False, False, True]
+    assert_healthy(sandbox)
+
+
+def test_unbounded_recursion_limit_is_contained(sandbox):
+    source = "import sys\nsys.setrecursionlimit(10**9)\ndef f(n=0):\n    return f(n + 1) + 1\n"
+    result = timed_run(sandbox, source)
+    assert result.status in {"memory", "crashed", "timeout", "ok"} and not result.passed
+    assert_healthy(sandbox)
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_hostile_candidate_is_contained(sandbox, name):
+    source, status, detail = HOSTILE[name]
+    result = timed_run(sandbox, source)
+    assert result.status == status, result
+    assert detail in result.detail, result
+    assert not result.passed and not result.results[0].passed
+    assert_healthy(sandbox)
+
+
+def test_early_death_keeps_finished_cases(sandbox):
+    source = "import os\ndef f(x):\n    if x:\n        os._exit(0)\n    return x\n"
+    result = timed_run(sandbox, source, cases=[Case((0,), 0), Case((1,), None), Case((0,), 0)])
+    assert result.status == "exited"
+    assert [r.passed for r in result.results] == [True, False, False]
+    assert result.results[1].got.startswith("exited: ")
+
+
+def test_forked_child_is_killed(sandbox):
+    result = timed_run(sandbox, LINGERING_CHILD, budget_s=TIMEOUT_S)
+    assert result.status == "ok"
+    pgid = int(result.results[0].got)
+    assert pgid != os.getpgrp() and not group_members(pgid)
+    assert_healthy(sandbox)
+
+
+def test_escaped_daemon_is_killed(sandbox):
+    result = timed_run(sandbox, ESCAPED_DAEMON, budget_s=TIMEOUT_S)
+    assert result.status == "ok"
+    assert _proc_stat(int(result.results[0].got)) is None
+    assert_healthy(sandbox)
+
+
+def test_fork_bomb_is_contained(sandbox):
+    result = timed_run(sandbox, FORK_BOMB)
+    assert result.status == "ok", result
+    pgid, forks = eval(result.results[0].got)
+    assert not group_members(pgid)
+    if ROOT:
+        assert forks < 20
+    assert_healthy(sandbox)
+
+
+def test_cpu_limit():
+    with Sandbox(workers=1, timeout_s=3.0, cpu_s=1) as box:
+        result = timed_run(box, HOSTILE["infinite_loop"][0], budget_s=2.5)
+        assert result.status == "timeout" and "CPU" in result.detail
+
+
+def test_candidate_sees_only_its_result_pipe(sandbox):
+    source = (
+        "import os\n"
+        "def f():\n"
+        "    found = []\n"
+        "    for fd in range(1024):\n"
+        "        try:\n            os.fstat(fd)\n        except OSError:\n            continue\n"
+        "        found.append(fd)\n"
+        "    return found\n"
+    )
+    found = eval(sandbox.run(source, "f", CALL).results[0].got)
+    assert found[:3] == [0, 1, 2] and len(found) == 4
+
+
+def test_environment_is_not_inherited(monkeypatch):
+    monkeypatch.setenv("BUGFIX_SECRET", "hunter2")
+    with Sandbox(workers=1, timeout_s=TIMEOUT_S) as box:
+        result = box.run("import os\ndef f():\n    return os.environ.get('BUGFIX_SECRET')\n", "f", CALL)
+    assert result.passed
+
+
+@needs_root
+def test_candidate_runs_unprivileged(sandbox):
+    source = "import os\ndef f():\n    return os.getuid(), os.getgid(), os.getgroups()\n"
+    assert sandbox.run(source, "f", [Case((), (65534, 65534, []))]).passed
+
+
+@needs_root
+@pytest.mark.skipif(not Path("/etc/shadow").exists(), reason="no /etc/shadow")
+def test_cannot_read_shadow(sandbox):
+    result = sandbox.run("def f():\n    return open('/etc/shadow').read()\n", "f", CALL)
+    assert result.results[0].got.startswith("PermissionError")
+
+
+def test_cannot_write_files(sandbox):
+    directory = tempfile.mkdtemp()
+    os.chmod(directory, 0o777)
+    target = os.path.join(directory, "out.txt")
+    try:
+        source = "def f(path):\n    with open(path, 'w') as out:\n        out.write('x' * 100)\n"
+        result = sandbox.run(source, "f", [Case((target,), None)])
+        assert not result.passed and "File too large" in result.results[0].got
+        assert not os.path.exists(target) or os.path.getsize(target) == 0
+    finally:
+        shutil.rmtree(directory)
+
+
+@needs_root
+def test_no_network(sandbox):
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        source = (
+            "import socket\n"
+            "def f(port):\n"
+            "    with socket.socket() as client:\n"
+            "        client.settimeout(0.5)\n"
+            "        client.connect(('127.0.0.1', port))\n"
+            "    return 'connected'\n"
+        )
+        result = timed_run(sandbox, source, cases=[Case((port,), "connected")])
+    assert not result.passed and result.results[0].got.startswith(("OSError", "ConnectionRefusedError"))
+
+
+def test_worker_never_holds_test_data(sandbox):
+    marker = f"hidden-{uuid.uuid4().hex}"
+    result = sandbox.run("def f(x):\n    return x\n", "f", [Case((marker,), marker, hidden=True)])
+    assert result.passed
+    for pid in worker_pids():
+        assert marker.encode() not in _memory(pid)
+
+
+def _memory(pid):
+    """Every readable, private mapping of a process, concatenated."""
+    chunks = []
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+        for line in maps:
+            span, perms = line.split()[:2]
+            start, end = (int(part, 16) for part in span.split("-"))
+            if perms.startswith("r") and "vsyscall" not in line:
+                try:
+                    mem.seek(start)
+                    chunks.append(mem.read(end - start))
+                except OSError:
+                    continue
+    return b"".join(chunks)
+
+
+def test_concurrent_runs_are_independent(sandbox):
+    results = {}
+    barrier = threading.Barrier(8)
+
+    def call(factor):
+        source = f"import time\ndef f(x):\n    time.sleep(0.05)\n    return x * {factor}\n"
+        cases = [Case((n,), n * factor) for n in range(5)] + [Case((1,), -1)]
+        barrier.wait()
+        results[factor] = sandbox.run(source, "f", cases)
+
+    threads = [threading.Thread(target=call, args=(factor,)) for factor in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for factor, result in results.items():
+        assert result.status == "ok"
+        assert [r.got for r in result.results] == [repr(n * factor) for n in range(5)] + [repr(factor)]
+        assert [r.passed for r in result.results] == [True] * 5 + [factor == -1]
+    assert len(results) == 8
+
+
+def test_hostile_run_does_not_disturb_concurrent_runs(sandbox):
+    hostile = threading.Thread(target=sandbox.run, args=(HOSTILE["infinite_loop"][0], "f", CALL))
+    hostile.start()
+    for _ in range(5):
+        assert sandbox.run(ADD, "add", ADD_CASES[:2]).passed
+    hostile.join()
+
+
+def _signal_worker_mid_run(box, worker, sig):
+    """Start an endless run on a one-worker box, send ``sig`` to its worker; return the result and the seconds taken."""
+    outcome = {}
+    start = time.monotonic()
+    thread = threading.Thread(target=lambda: outcome.update(result=box.run(HOSTILE["infinite_loop"][0], "f", CALL)))
+    thread.start()
+    time.sleep(0.3)
+    os.kill(worker, sig)
+    thread.join()
+    return outcome["result"], time.monotonic() - start
+
+
+@pytest.mark.parametrize(("sig", "budget_s"), [(signal.SIGKILL, 1.0), (signal.SIGSTOP, 0.5 + 2.0)], ids=["dies", "hangs"])
+def test_failed_worker_is_reported_and_replaced(sig, budget_s):
+    before = worker_pids()
+    with Sandbox(workers=1, timeout_s=0.5) as box:
+        (worker,) = worker_pids() - before
+        result, elapsed = _signal_worker_mid_run(box, worker, sig)
+        assert elapsed < budget_s
+        assert result.status == "crashed" and "worker" in result.detail
+        assert box.run(ADD, "add", ADD_CASES[:2]).passed
+        assert worker not in worker_pids()
+
+
+def test_close_stops_every_worker():
+    before = worker_pids()
+    box = Sandbox(workers=3, timeout_s=TIMEOUT_S)
+    mine = worker_pids() - before
+    assert len(mine) == 3
+    assert box.run(ADD, "add", ADD_CASES[:1]).passed
+    box.close()
+    assert not mine & worker_pids() and all(_proc_stat(pid) is None for pid in mine)
+    with pytest.raises(RuntimeError):
+        box.run(ADD, "add", ADD_CASES)
+
+
+def test_run_in_process_matches_sandbox(sandbox):
+    source = "import sys\ndef f(x):\n    if x < 0:\n        sys.exit(1)\n    return x * 2\n"
+    cases = [Case((1,), 2), Case((2,), 5), Case((-1,), 0)]
+    assert run_in_process(source, "f", cases) == sandbox.run(source, "f", cases)
+    assert run_in_process("def f(:", "f", cases) == sandbox.run("def f(:", "f", cases)
