@@ -6,6 +6,12 @@ PYTHON="${PYTHON:-python3.11}"
 command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
 TORCH_PIN="torch==2.13.0"
 
+# pip without this machine's "Location ... is ignored" noise.
+pip_quiet() {
+    local python="$1"; shift
+    "$python" -m pip install -q "$@" 2> >(grep -v "^WARNING: Location" >&2)
+}
+
 # ensure_env NAME PIP_ARGS... : .venvs/NAME with torch pinned first, then PIP_ARGS installed.
 ensure_env() {
     local name="$1"; shift
@@ -18,9 +24,9 @@ ensure_env() {
     echo "building environment .venvs/$name" >&2
     rm -rf "$dir"
     "$PYTHON" -m venv "$dir"
-    "$dir/bin/python" -m pip install -q --upgrade pip
-    "$dir/bin/python" -m pip install -q "$TORCH_PIN"
-    (cd "$ROOT" && "$dir/bin/python" -m pip install -q "$@")
+    pip_quiet "$dir/bin/python" --upgrade pip
+    pip_quiet "$dir/bin/python" "$TORCH_PIN"
+    (cd "$ROOT" && pip_quiet "$dir/bin/python" "$@")
     echo "$stamp" > "$dir/.stamp"
 }
 
