@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any, Iterable, Literal, Union, get_args, get_origin
 
 from agentrl_plugins.errors import RecipeError, did_you_mean
-from agentrl_plugins.recipe_schema import SECTIONS, TERMINATION_REASONS, TOP_LEVEL_KEYS, Choice, Recipe
+from agentrl_plugins.recipe_schema import SECTIONS, TOP_LEVEL_KEYS, Choice, Recipe
+from agentrl_plugins.types import TERMINATION_REASONS
 
 _MISSING = object()
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
-from agentrl_plugins.types import TERMINATIONS
+from agentrl_plugins.algorithms.aggregation import LOSS_AGG_MODES
 
-LossAggregation = Literal[
-    "token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"
-]
+
+LossAggregation = Literal[LOSS_AGG_MODES]
 
 
 @dataclass
@@ -131,4 +130,3 @@ class Recipe:
 
 
 TOP_LEVEL_KEYS = ("name", "description", "extends", "sources", "choices", "profiles")
-TERMINATION_REASONS = TERMINATIONS

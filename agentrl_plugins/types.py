@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Termination = Literal["submitted", "max_turns", "max_context", "timeout", "error"]
-TERMINATIONS: tuple[str, ...] = ("submitted", "max_turns", "max_context", "timeout", "error")
+TERMINATION_REASONS: tuple[str, ...] = ("submitted", "max_turns", "max_context", "timeout", "error")
 
 
 @dataclass(frozen=True)

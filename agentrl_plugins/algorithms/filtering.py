@@ -8,8 +8,8 @@ import torch
 from torch import Tensor
 
 from agentrl_plugins.errors import did_you_mean
+from agentrl_plugins.types import TERMINATION_REASONS
 
-TERMINATION_REASONS = ("submitted", "max_turns", "max_context", "timeout", "error")
 COMPACT_FILTER_REASONS = ("max_context", "max_turns", "timeout")
 
 
