@@ -1,5 +1,6 @@
 """Proves the BugFix sandbox contains hostile candidates, answers within its timeout and keeps serving."""
 
+import ast
 import os
 import pickle
 import shutil
@@ -135,6 +136,14 @@ def worker_pids():
     return found
 
 
+def forked_value(result):
+    """The value a forking candidate returned; skips where this (non-root) user may not fork at all."""
+    got = result.results[0].got
+    if not ROOT and got.startswith("BlockingIOError"):
+        pytest.skip("RLIMIT_NPROC refuses the fork: this user already runs more processes than the limit")
+    return ast.literal_eval(got)
+
+
 def group_members(pgid):
     return [pid for pid in _pids() if (_proc_stat(pid) or (0, 0))[1] == pgid]
 
@@ -225,7 +234,7 @@ def test_early_death_keeps_finished_cases(sandbox):
 def test_forked_child_is_killed(sandbox):
     result = timed_run(sandbox, LINGERING_CHILD, budget_s=TIMEOUT_S)
     assert result.status == "ok"
-    pgid = int(result.results[0].got)
+    pgid = forked_value(result)
     assert pgid != os.getpgrp() and not group_members(pgid)
     assert_healthy(sandbox)
 
@@ -233,14 +242,14 @@ def test_forked_child_is_killed(sandbox):
 def test_escaped_daemon_is_killed(sandbox):
     result = timed_run(sandbox, ESCAPED_DAEMON, budget_s=TIMEOUT_S)
     assert result.status == "ok"
-    assert _proc_stat(int(result.results[0].got)) is None
+    assert _proc_stat(forked_value(result)) is None
     assert_healthy(sandbox)
 
 
 def test_fork_bomb_is_contained(sandbox):
     result = timed_run(sandbox, FORK_BOMB)
     assert result.status == "ok", result
-    pgid, forks = eval(result.results[0].got)
+    pgid, forks = forked_value(result)
     assert not group_members(pgid)
     if ROOT:
         assert forks < 20
@@ -263,7 +272,7 @@ def test_candidate_sees_only_its_result_pipe(sandbox):
         "        found.append(fd)\n"
         "    return found\n"
     )
-    found = eval(sandbox.run(source, "f", CALL).results[0].got)
+    found = ast.literal_eval(sandbox.run(source, "f", CALL).results[0].got)
     assert found[:3] == [0, 1, 2] and len(found) == 4
 
 
@@ -345,7 +354,7 @@ def test_concurrent_runs_are_independent(sandbox):
     barrier = threading.Barrier(8)
 
     def call(factor):
-        source = f"import time\ndef f(x):\n    time.sleep(0.05)\n    return x * {factor}\n"
+        source = f"import time\ndef f(x):\n    time.sleep(0.02)\n    return x * {factor}\n"
         cases = [Case((n,), n * factor) for n in range(5)] + [Case((1,), -1)]
         barrier.wait()
         results[factor] = sandbox.run(source, "f", cases)

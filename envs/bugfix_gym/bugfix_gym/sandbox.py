@@ -5,7 +5,18 @@ SEQPACKET socket. Per request the pool passes it two file descriptors: a memfd h
 request and the write end of a new result pipe. The worker forks a child that confines itself, reads
 the request, runs the cases and streams one JSON line per case straight to the pool; the worker only
 times, kills and reaps, then replies with how the child ended. The worker never holds test data, so no
-later candidate can find an earlier call's (hidden) cases in the memory it forks from.
+later candidate can find an earlier call's (hidden) cases in the memory it forks from. Linux only.
+
+Containment per run (the child is its own session; the worker SIGKILLs that process group afterwards
+and, as a child subreaper, also kills and reaps any descendant that escaped the group):
+- wall clock: killed at ``timeout_s``; the pool answers by ``timeout_s`` + 1.5 s even if a worker hangs;
+- RLIMIT_CPU (SIGXCPU, then SIGKILL), RLIMIT_AS (MemoryError), RLIMIT_FSIZE 0 (no file growth), RLIMIT_CORE 0,
+  RLIMIT_NPROC 16, PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG (dies with its worker), fds 0-2 on /dev/null,
+  every other inherited fd closed, an empty environment;
+- when the pool runs as root: the child drops to nobody/nogroup (so RLIMIT_NPROC applies and root-only
+  files are unreadable) and workers live in an empty network namespace.
+Not contained: code in the child can forge its own result lines (it shares the process with the harness),
+and without root it keeps the caller's uid, files and network.
 """
 
 from __future__ import annotations
@@ -34,6 +45,7 @@ _REPR_LIMIT = 1000  # characters of repr kept per value
 _GRACE_S = 1.5  # how long past timeout_s the pool waits for a worker before declaring it hung
 _REAP_S = 0.5  # how long a worker tries to kill stray descendants before asking to be replaced
 _STARTUP_S = 30.0
+_OUTPUT_BASE, _OUTPUT_PER_CASE = 65536, 16384  # bytes of child output accepted per run
 _PRELOAD = (
     "array", "bisect", "cmath", "collections", "copy", "datetime", "decimal", "fractions",
     "functools", "hashlib", "heapq", "itertools", "math", "operator", "random", "re",
@@ -91,6 +103,8 @@ class RunResult:
 
 
 class _Limits(NamedTuple):
+    """What every run may use: wall-clock seconds, address space in MiB, CPU seconds."""
+
     timeout_s: float
     memory_mb: int
     cpu_s: int
@@ -120,14 +134,17 @@ class Sandbox:
             self._idle.put(worker)
 
     def run(self, source: str, function: str, cases: Sequence[TestCase]) -> RunResult:
-        """Load ``source``, call ``function`` on every case in a sandboxed child and report each case."""
+        """Load ``source``, call ``function`` on every case in a sandboxed child and report each case.
+
+        Blocks while every worker is busy. Case args and expected values must be picklable by stdlib or
+        site-packages classes (the worker cannot import the caller's own modules)."""
         cases = tuple(cases)
         payload = pickle.dumps((source, function, [(case.args, case.expected) for case in cases]))
         worker = self._acquire()
         reply = None
         try:
             reply, output, overflow = worker.exchange(
-                payload, self.limits.timeout_s + _GRACE_S, 65536 + 16384 * len(cases)
+                payload, self.limits.timeout_s + _GRACE_S, _OUTPUT_BASE + _OUTPUT_PER_CASE * len(cases)
             )
         finally:
             self._release(worker, healthy=reply is not None and reply["clean"])
@@ -225,7 +242,13 @@ class _Worker:
 
     def wait_ready(self) -> None:
         """Block until the worker has started up, or raise."""
-        if not select.select([self.sock], [], [], _STARTUP_S)[0] or self.sock.recv(16) != b"ready":
+        self.sock.settimeout(_STARTUP_S)
+        try:
+            ready = self.sock.recv(16) == b"ready"
+        except TimeoutError:
+            ready = False
+        self.sock.settimeout(None)
+        if not ready:
             self.stop(graceful=False)
             raise RuntimeError(f"sandbox worker failed to start (exit code {self.proc.poll()})")
 
