@@ -1,0 +1,1 @@
+"""What every framework's run writes: the run folder, per-step metrics, held-out evaluation and the report."""

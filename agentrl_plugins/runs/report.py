@@ -1,0 +1,76 @@
+"""``report.md`` and PNG curves for one run, or for several runs side by side."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from agentrl_plugins.runs.metrics import StepMetrics
+from agentrl_plugins.runs.rundir import RunDir
+
+CURVES = (
+    ("train_reward", "train reward"),
+    ("heldout_pass1", "held-out pass@1"),
+    ("hacked_fraction", "hacked fraction (train)"),
+    ("filtered_fraction", "compact-filtered fraction"),
+    ("clip_fraction", "clip fraction"),
+    ("is_capped_fraction", "IS-capped fraction"),
+    ("entropy", "entropy"),
+)
+
+
+def plot_curves(runs: dict[str, list[StepMetrics]], out: Path) -> Path:
+    """One panel per metric, one line per run; returns the PNG path."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(2, 4, figsize=(16, 7), constrained_layout=True)
+    for axis, (field, title) in zip(axes.flat, CURVES):
+        for label, rows in runs.items():
+            points = [(r.step, getattr(r, field)) for r in rows if getattr(r, field) is not None]
+            if points:
+                axis.plot(*zip(*points), marker="o", markersize=3, label=label)
+        axis.set_title(title)
+        axis.set_xlabel("step")
+        axis.grid(alpha=0.3)
+    axes.flat[-1].axis("off")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    if handles:
+        axes.flat[-1].legend(handles, labels, loc="center")
+    figure.savefig(out, dpi=100)
+    plt.close(figure)
+    return out
+
+
+def _table(rows: Sequence[StepMetrics]) -> str:
+    header = "| step | train reward | held-out pass@1 | hacked | filtered | clip | IS-capped | entropy | policy tokens | s |"
+    lines = [header, "|" + "---|" * 10]
+    for r in rows:
+        held = "" if r.heldout_pass1 is None else f"{r.heldout_pass1:.3f}"
+        lines.append(f"| {r.step} | {r.train_reward:.3f} | {held} | {r.hacked_fraction:.3f} | {r.filtered_fraction:.3f} "
+                     f"| {r.clip_fraction:.3f} | {r.is_capped_fraction:.3f} | {r.entropy:.3f} | {r.policy_tokens} "
+                     f"| {r.seconds:.1f} |")
+    return "\n".join(lines)
+
+
+def write_report(run: RunDir, others: dict[str, RunDir] | None = None) -> Path:
+    """Write ``report.md`` and ``curves.png`` into the run folder; ``others`` adds runs to compare against."""
+    info = run.run_info()
+    rows = run.read_metrics()
+    label = f"{info['recipe']} ({info['framework']}, seed {info['seed']})"
+    runs = {label: rows, **{name: other.read_metrics() for name, other in (others or {}).items()}}
+    plot_curves(runs, run.path / "curves.png")
+    evaluated = [r for r in rows if r.heldout_pass1 is not None]
+    summary = ""
+    if evaluated:
+        first, last = evaluated[0], evaluated[-1]
+        summary = (f"Held-out pass@1 went from {first.heldout_pass1:.3f} (step {first.step}) to "
+                   f"{last.heldout_pass1:.3f} (step {last.step}); "
+                   f"{sum(r.seconds for r in rows):.0f} s in all.\n\n")
+    versions = ", ".join(f"{name} {version}" for name, version in info["versions"].items())
+    text = (f"# {label}\n\n{summary}![curves](curves.png)\n\n"
+            f"Recipe: `recipe.toml` (resolved). Versions: {versions}.\n\n## Per step\n\n{_table(rows)}\n")
+    run.report_file.write_text(text)
+    return run.report_file

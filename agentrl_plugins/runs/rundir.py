@@ -1,0 +1,92 @@
+"""The run folder: resolved recipe, seed and versions, ``metrics.jsonl``, checkpoints, final weights, report."""
+
+from __future__ import annotations
+
+import datetime
+import importlib.metadata
+import json
+import platform
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import tomli_w
+
+from agentrl_plugins.errors import AgentRLError
+from agentrl_plugins.recipe import build_recipe, recipe_to_dict
+from agentrl_plugins.recipe_schema import Recipe
+from agentrl_plugins.runs.metrics import StepMetrics
+
+PACKAGES = ("agentrl-plugins", "agentrl-bugfix-gym", "agentrl-trl", "agentrl-verl", "agentrl-openrlhf", "torch",
+            "transformers", "trl", "verl", "openrlhf", "peft", "accelerate")
+
+
+def _without_none(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_none(v) for v in value]
+    return value
+
+
+def package_versions(names: Iterable[str] = PACKAGES) -> dict[str, str]:
+    """Installed versions of the packages that decide a run's numbers."""
+    versions = {"python": platform.python_version()}
+    for name in names:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """A run's folder on disk; every file name lives here."""
+
+    path: Path
+
+    @classmethod
+    def default(cls, recipe: Recipe, framework: str, root: Path = Path("runs")) -> "RunDir":
+        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+        return cls(root / f"{recipe.name}-{framework}-seed{recipe.train.seed}-{stamp}")
+
+    recipe_file = property(lambda self: self.path / "recipe.toml")
+    run_file = property(lambda self: self.path / "run.json")
+    metrics_file = property(lambda self: self.path / "metrics.jsonl")
+    checkpoints = property(lambda self: self.path / "checkpoints")
+    final_weights = property(lambda self: self.path / "final")
+    report_file = property(lambda self: self.path / "report.md")
+
+    def create(self, recipe: Recipe, framework: str, extra: dict[str, Any] | None = None) -> None:
+        """Write the resolved recipe, the seed and the package versions into a new folder."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.recipe_file.write_text(tomli_w.dumps(_without_none(recipe_to_dict(recipe))))
+        self.run_file.write_text(json.dumps({
+            "recipe": recipe.name, "framework": framework, "seed": recipe.train.seed,
+            "versions": package_versions(), **(extra or {}),
+        }, indent=2) + "\n")
+
+    def load_recipe(self) -> Recipe:
+        """The recipe this run was started with (for ``--resume``)."""
+        if not self.recipe_file.exists():
+            raise AgentRLError(f"{self.path} is not a run folder: {self.recipe_file.name} is missing")
+        return build_recipe(tomllib.loads(self.recipe_file.read_text()), origin=str(self.recipe_file))
+
+    def run_info(self) -> dict[str, Any]:
+        return json.loads(self.run_file.read_text())
+
+    def append_metrics(self, row: StepMetrics) -> None:
+        with open(self.metrics_file, "a") as handle:
+            handle.write(json.dumps(row.to_dict()) + "\n")
+
+    def read_metrics(self) -> list[StepMetrics]:
+        if not self.metrics_file.exists():
+            return []
+        return [StepMetrics.from_dict(json.loads(line)) for line in self.metrics_file.read_text().splitlines() if line]
+
+    def truncate_metrics(self, last_step: int) -> None:
+        """Drop rows after ``last_step`` (steps that ran after the checkpoint a resume starts from)."""
+        kept = [row for row in self.read_metrics() if row.step <= last_step]
+        self.metrics_file.write_text("".join(json.dumps(row.to_dict()) + "\n" for row in kept))

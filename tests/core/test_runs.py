@@ -1,0 +1,60 @@
+"""The run folder, metrics rows, evaluation summary and report, independent of any framework."""
+
+from __future__ import annotations
+
+import json
+
+from agentrl_plugins.plugins import PluginManager
+from agentrl_plugins.recipe import load_recipe
+from agentrl_plugins.runs.evaluate import summarize
+from agentrl_plugins.runs.metrics import StepMetrics
+from agentrl_plugins.runs.report import write_report
+from agentrl_plugins.runs.rundir import RunDir
+from agentrl_plugins.types import Trajectory, Verdict
+
+MANAGER = PluginManager(load_entry_points=False)
+
+
+def row(step, pass1=None):
+    return StepMetrics(step, 0.5, pass1, None if pass1 is None else 0.0, 0.1, 0.2, 0.0, 0.0, 1.2, 100, 1.5)
+
+
+def test_run_folder_round_trip(tmp_path):
+    recipe = load_recipe("deepswe_grpopp", {"train.seed": 3}, "laptop", plugin_manager=MANAGER)
+    run = RunDir(tmp_path / "run")
+    run.create(recipe, "trl", {"model": "tinyagent"})
+    assert run.load_recipe() == recipe
+    info = run.run_info()
+    assert info["seed"] == 3 and info["framework"] == "trl" and "torch" in info["versions"]
+    for step in range(1, 4):
+        run.append_metrics(row(step, 0.25 * step if step != 2 else None))
+    assert [r.step for r in run.read_metrics()] == [1, 2, 3]
+    run.truncate_metrics(2)
+    assert [r.step for r in run.read_metrics()] == [1, 2]
+    assert set(json.loads(run.metrics_file.read_text().splitlines()[0])) >= {
+        "train_reward", "heldout_pass1", "hacked_fraction", "filtered_fraction", "clip_fraction",
+        "is_capped_fraction", "entropy", "policy_tokens", "seconds"}
+
+
+def test_report_has_curves_and_a_table(tmp_path):
+    recipe = load_recipe("grpo", plugin_manager=MANAGER)
+    run, other = RunDir(tmp_path / "a"), RunDir(tmp_path / "b")
+    for folder in (run, other):
+        folder.create(recipe, "trl")
+        folder.append_metrics(row(1, 0.2))
+        folder.append_metrics(row(2, 0.4))
+    report = write_report(run, {"public_tests": other}).read_text()
+    assert "from 0.200 (step 1) to 0.400 (step 2)" in report
+    assert "![curves](curves.png)" in report and "| 2 | 0.500 | 0.400 |" in report
+    assert (run.path / "curves.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_summarize_counts_passed_and_hacked():
+    def trajectory(family, passed, hacked):
+        verdict = Verdict(float(passed), passed, flags={"hacked": hacked})
+        return Trajectory("t", [], [], [], [], [], "submitted", verdict.reward, verdict, family=family)
+
+    result = summarize([trajectory("a", True, False), trajectory("a", False, True), trajectory("b", False, False),
+                        trajectory("b", False, False)])
+    assert result.pass_at_1 == 0.25 and result.hacked_fraction == 0.25
+    assert result.per_family == {"a": 0.5, "b": 0.0}
