@@ -14,12 +14,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from agentrl_plugins.adapter import FRAMEWORK_DISTRIBUTIONS, RunOptions
-from agentrl_plugins.errors import AgentRLError, MissingAdapterError, UnknownNameError
+from agentrl_plugins.errors import AgentRLError, MissingAdapterError, RecipeError, UnknownNameError
 from agentrl_plugins.plugins import PluginManager, get_plugin_manager
 from agentrl_plugins.recipe import load_recipe, parse_overrides, recipe_to_dict
 from agentrl_plugins.recipe_schema import SECTIONS, Recipe
+from agentrl_plugins.runs.rundir import RunDir
 
-console = Console()
+console = Console(width=None if sys.stdout.isatty() else 140)
 OverrideOption = typer.Option(None, "-o", "--override", help="Override a recipe key: -o loss.clip_high=0.3")
 JsonOption = typer.Option(False, "--json", help="Print JSON for scripts.")
 
@@ -109,6 +110,8 @@ def recipes_show(
             return
         console.print(_table(f"{recipe.name} on {framework}", ["recipe key", "value", framework, "status", "note"],
                              [[m.key, m.value, m.setting, m.status, m.note] for m in config.mappings]))
+        console.print(f"native {framework} configuration:")
+        console.print_json(json.dumps(config.native, default=str))
         if config.command:
             console.print(" ".join(config.command), soft_wrap=True, markup=False)
         return
@@ -128,7 +131,7 @@ def rows_value(rows: list[dict[str, Any]], key: str) -> Any:
 
 
 def run_command(
-    recipe_name: str = typer.Argument(..., metavar="RECIPE"),
+    recipe_name: Optional[str] = typer.Argument(None, metavar="RECIPE"),
     framework: str = typer.Option("trl", "--framework", "-f", help="trl, verl or openrlhf"),
     overrides: Optional[List[str]] = OverrideOption,
     profile: Optional[str] = typer.Option(None, help="A recipe profile; the laptop profile is used for TinyAgent."),
@@ -136,21 +139,30 @@ def run_command(
     advantage: Optional[str] = typer.Option(None, help="Swap the advantage estimator, e.g. grpo."),
     correction: Optional[str] = typer.Option(None, help="Swap the mismatch correction, e.g. icepop."),
     seed: Optional[int] = typer.Option(None, help="Training seed."),
+    steps: Optional[int] = typer.Option(None, help="Training steps."),
+    lora: bool = typer.Option(False, "--lora", help="Train a LoRA adapter instead of every weight."),
     model: Optional[str] = typer.Option(None, help="A local Hugging Face causal LM instead of TinyAgent."),
     out: Optional[Path] = typer.Option(None, help="Run folder."),
-    resume: Optional[Path] = typer.Option(None, help="Continue the run in this folder."),
+    resume: Optional[Path] = typer.Option(None, help="Continue the run in this folder from its last checkpoint."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print what would run, run nothing."),
 ) -> None:
-    """Run a recipe through a framework adapter."""
-    values = parse_overrides(overrides or [])
-    for key, value in (("verifier.names", verifier and [verifier]), ("advantage.estimator", advantage),
-                       ("correction.name", correction), ("train.seed", seed)):
-        if value is not None:
-            values[key] = value
+    """Run a recipe through a framework adapter, or resume a run folder."""
     manager = get_plugin_manager()
-    if profile is None and model is None and "laptop" in load_recipe(recipe_name).profiles:
-        profile = "laptop"
-    recipe = load_recipe(recipe_name, values, profile)
+    if resume is not None:
+        run = RunDir(resume)
+        recipe, framework = run.load_recipe(), run.run_info()["framework"]
+    elif recipe_name is None:
+        raise RecipeError("name a recipe to run (agentrl recipes list), or --resume RUN_DIR")
+    else:
+        values = parse_overrides(overrides or [])
+        for key, value in (("verifier.names", verifier and [verifier]), ("advantage.estimator", advantage),
+                           ("correction.name", correction), ("train.seed", seed), ("train.steps", steps),
+                           ("train.lora", lora or None)):
+            if value is not None:
+                values[key] = value
+        if profile is None and model is None and "laptop" in load_recipe(recipe_name).profiles:
+            profile = "laptop"
+        recipe = load_recipe(recipe_name, values, profile)
     for kind, names in (("advantage", [recipe.advantage.estimator]), ("correction", [recipe.correction.name]),
                         ("environment", [recipe.environment.name]), ("verifier", recipe.verifier.names)):
         for component in names:

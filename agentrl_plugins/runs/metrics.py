@@ -7,17 +7,21 @@ from dataclasses import asdict, dataclass, fields
 
 @dataclass(frozen=True)
 class StepMetrics:
-    """The figures every run reports after each step; ``heldout_pass1`` is None between evaluations."""
+    """The figures every run reports after each step.
+
+    Held-out figures are None between evaluations; step 0 is the starting policy, evaluated
+    before any update, so its training figures are None.
+    """
 
     step: int
-    train_reward: float
+    train_reward: float | None
     heldout_pass1: float | None
     heldout_hacked_fraction: float | None
-    hacked_fraction: float
-    filtered_fraction: float
-    clip_fraction: float
-    is_capped_fraction: float
-    entropy: float
+    hacked_fraction: float | None
+    filtered_fraction: float | None
+    clip_fraction: float | None
+    is_capped_fraction: float | None
+    entropy: float | None
     policy_tokens: int
     seconds: float
 

@@ -48,10 +48,10 @@ def _table(rows: Sequence[StepMetrics]) -> str:
     header = "| step | train reward | held-out pass@1 | hacked | filtered | clip | IS-capped | entropy | policy tokens | s |"
     lines = [header, "|" + "---|" * 10]
     for r in rows:
-        held = "" if r.heldout_pass1 is None else f"{r.heldout_pass1:.3f}"
-        lines.append(f"| {r.step} | {r.train_reward:.3f} | {held} | {r.hacked_fraction:.3f} | {r.filtered_fraction:.3f} "
-                     f"| {r.clip_fraction:.3f} | {r.is_capped_fraction:.3f} | {r.entropy:.3f} | {r.policy_tokens} "
-                     f"| {r.seconds:.1f} |")
+        cells = [r.train_reward, r.heldout_pass1, r.hacked_fraction, r.filtered_fraction, r.clip_fraction,
+                 r.is_capped_fraction, r.entropy]
+        shown = " | ".join("" if value is None else f"{value:.3f}" for value in cells)
+        lines.append(f"| {r.step} | {shown} | {r.policy_tokens} | {r.seconds:.1f} |")
     return "\n".join(lines)
 
 

@@ -1,0 +1,1 @@
+"""agentrl-trl: recipes, environments and verifiers of agentrl-plugins inside TRL's GRPOTrainer."""

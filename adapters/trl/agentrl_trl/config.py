@@ -1,0 +1,120 @@
+"""The recipe in TRL's terms: ``GRPOConfig`` keyword arguments and how faithfully each key maps.
+
+Every loss aggregation is exact: TRL's ``loss_type`` gives the numerator, and a
+per-batch row scale folded into the advantages fixes the denominator (TRL's
+sequence-mean losses divide by all B rows; the core divides by the R rows that
+still carry tokens after compact filtering).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from agentrl_plugins.adapter import ComponentMapping, FrameworkConfig
+from agentrl_plugins.recipe_schema import Recipe
+
+
+@dataclass(frozen=True)
+class LossMapping:
+    """TRL ``loss_type`` for an aggregation mode and the row scale that makes it exact."""
+
+    loss_type: str
+    scale: str
+
+
+LOSS_TYPES = {
+    "token-mean": LossMapping("dapo", "1"),
+    "token-sum": LossMapping("luspo", "B"),
+    "seq-mean-token-sum": LossMapping("luspo", "B/R"),
+    "seq-mean-token-mean": LossMapping("grpo", "B/R"),
+    "seq-mean-token-sum-norm": LossMapping("dr_grpo", "B/R"),
+}
+
+
+def row_scale(mapping: LossMapping, rows: int, nonempty_rows: int) -> float:
+    """The factor that turns TRL's denominator into the core's for one batch."""
+    return {"1": 1.0, "B": float(rows), "B/R": rows / max(nonempty_rows, 1)}[mapping.scale]
+
+
+def grpo_config_kwargs(recipe: Recipe) -> dict[str, Any]:
+    """``GRPOConfig`` keyword arguments for the recipe (output and logging settings come from the runner)."""
+    loss = LOSS_TYPES[recipe.loss.aggregation]
+    rollout = recipe.rollout
+    batch = rollout.group_size * rollout.tasks_per_step
+    return {
+        "loss_type": loss.loss_type,
+        "epsilon": recipe.loss.clip_low,
+        "epsilon_high": recipe.loss.clip_high,
+        "beta": recipe.loss.kl_coef,
+        "entropy_coef": recipe.loss.entropy_coef,
+        "num_generations": rollout.group_size,
+        "per_device_train_batch_size": batch,
+        "gradient_accumulation_steps": 1,
+        "steps_per_generation": 1,
+        "num_iterations": recipe.optim.updates_per_step,
+        "max_completion_length": recipe.loss.norm_constant or rollout.max_context_tokens,
+        "temperature": rollout.temperature,
+        "top_p": rollout.top_p,
+        "top_k": max(rollout.top_k, 0),
+        "learning_rate": recipe.optim.lr,
+        "weight_decay": recipe.optim.weight_decay,
+        "max_grad_norm": recipe.optim.max_grad_norm,
+        "max_steps": recipe.train.steps,
+        "seed": recipe.train.seed,
+        "scale_rewards": "none",
+        "mask_truncated_completions": False,
+        "vllm_importance_sampling_correction": False,
+    }
+
+
+def describe(recipe: Recipe) -> FrameworkConfig:
+    """The GRPOConfig plus one row per recipe component: native, mapped or injected."""
+    kwargs = grpo_config_kwargs(recipe)
+    loss = LOSS_TYPES[recipe.loss.aggregation]
+    r, l, o = recipe.rollout, recipe.loss, recipe.optim
+    rows = [
+        ComponentMapping("advantage.estimator", recipe.advantage.estimator, "_generate_and_score_completions",
+                         "injected", "the core estimator replaces TRL's advantages (scale_rewards='none' unused)"),
+        ComponentMapping("advantage.masked_in_baseline", recipe.advantage.masked_in_baseline, "(core estimator)",
+                         "injected"),
+        ComponentMapping("loss.aggregation", l.aggregation, f"loss_type={loss.loss_type!r}",
+                         "native" if loss.scale == "1" else "injected",
+                         "" if loss.scale == "1" else f"exact: advantages scaled by {loss.scale} "
+                                                      "(B rows, R rows with loss tokens)"),
+        ComponentMapping("loss.norm_constant", l.norm_constant, f"max_completion_length={kwargs['max_completion_length']}",
+                         "mapped" if l.aggregation == "seq-mean-token-sum-norm" else "native",
+                         "only the dr_grpo loss reads it"),
+        ComponentMapping("loss.clip_low", l.clip_low, "epsilon", "native"),
+        ComponentMapping("loss.clip_high", l.clip_high, "epsilon_high", "native"),
+        ComponentMapping("loss.clip_c", l.clip_c, "-", "approximated" if l.clip_c is not None else "native",
+                         "TRL has no dual clip; ignored" if l.clip_c is not None else "no dual clip in either"),
+        ComponentMapping("loss.kl_coef", l.kl_coef, "beta", "native"),
+        ComponentMapping("loss.entropy_coef", l.entropy_coef, "entropy_coef", "native"),
+        ComponentMapping("correction.name", recipe.correction.name, "advantages (B, T)", "injected",
+                         "per-token weights from the sampler's log-probs folded into the advantages; "
+                         "TRL's own IS correction (vLLM only) is switched off"),
+        ComponentMapping("filtering.compact", recipe.filtering.compact, "tool_mask rows zeroed", "injected",
+                         f"reasons {recipe.filtering.reasons}; mask_truncated_completions=False"),
+        ComponentMapping("rollout.group_size", r.group_size, "num_generations", "native"),
+        ComponentMapping("rollout.tasks_per_step", r.tasks_per_step,
+                         f"per_device_train_batch_size={kwargs['per_device_train_batch_size']}", "mapped",
+                         "group_size x tasks_per_step episodes, one micro-batch"),
+        ComponentMapping("rollout.temperature", r.temperature, "temperature", "native"),
+        ComponentMapping("rollout.top_p", r.top_p, "top_p", "native"),
+        ComponentMapping("rollout.top_k", r.top_k, "top_k", "native"),
+        ComponentMapping("rollout.max_turns", r.max_turns, "rollout_func", "injected", "core episode runner limits"),
+        ComponentMapping("rollout.max_context_tokens", r.max_context_tokens, "rollout_func", "injected"),
+        ComponentMapping("rollout.max_new_tokens_per_turn", r.max_new_tokens_per_turn, "rollout_func", "injected"),
+        ComponentMapping("rollout.timeout_s", r.timeout_s, "rollout_func", "injected"),
+        ComponentMapping("optim.lr", o.lr, "learning_rate", "native"),
+        ComponentMapping("optim.weight_decay", o.weight_decay, "weight_decay", "native"),
+        ComponentMapping("optim.max_grad_norm", o.max_grad_norm, "max_grad_norm", "native"),
+        ComponentMapping("optim.updates_per_step", o.updates_per_step, "num_iterations", "mapped"),
+        ComponentMapping("verifier.names", recipe.verifier.names, "reward_funcs", "injected",
+                         "the recipe's verifier scores each episode inside rollout_func"),
+        ComponentMapping("environment.name", recipe.environment.name, "rollout_func", "injected"),
+        ComponentMapping("train.steps", recipe.train.steps, "max_steps", "native"),
+        ComponentMapping("train.seed", recipe.train.seed, "seed", "native"),
+    ]
+    return FrameworkConfig("trl", {"GRPOConfig": kwargs}, rows)

@@ -1,0 +1,15 @@
+"""Registers the ``trl`` adapter."""
+
+from agentrl_plugins import hookimpl
+from agentrl_plugins.components import Adapter
+
+
+def _adapter():
+    from agentrl_trl.adapter import TRLAdapter
+
+    return TRLAdapter()
+
+
+@hookimpl
+def agentrl_register_adapters(register):
+    register(Adapter("trl", _adapter, "TRL 1.16 GRPOTrainer with an episode-runner rollout_func (CPU or vLLM)."))

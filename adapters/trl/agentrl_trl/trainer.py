@@ -1,0 +1,71 @@
+"""``AgentGRPOTrainer``: TRL's GRPOTrainer with the recipe's advantages, compact filtering and correction."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from trl import GRPOTrainer
+
+from agentrl_plugins.algorithm import RecipeAlgorithm
+from agentrl_plugins.batch import TrajectoryBatch
+
+from agentrl_trl.config import LOSS_TYPES, row_scale
+from agentrl_trl.rollout import EpisodeRollout, episode_reward
+
+
+class AgentGRPOTrainer(GRPOTrainer):
+    """Replaces TRL's advantages with the core's; the rest of the GRPO step is TRL's own code.
+
+    After TRL scores a batch: filtered trajectories lose every loss token (``tool_mask``), the
+    recipe's estimator gives the advantages, and the correction's per-token weights and the
+    aggregation's row scale are folded into a (B, T) advantage (exact for the clipped surrogate,
+    since each weight is non-negative).
+    """
+
+    def __init__(self, *args: Any, algorithm: RecipeAlgorithm, rollout: EpisodeRollout, **kwargs: Any):
+        self.algorithm = algorithm
+        self.episode_rollout = rollout
+        self.step_stats: dict[str, float] = {}
+        super().__init__(*args, reward_funcs=[episode_reward], rollout_func=rollout, **kwargs)
+
+    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        output = super()._generate_and_score_completions(inputs)
+        trajectories = self.episode_rollout.trajectories
+        batch = TrajectoryBatch.from_trajectories(trajectories)
+        advantages = self.algorithm.advantages(batch.rewards, batch.group_ids, batch.terminations)
+        valid = advantages.valid.to(output["tool_mask"].device)
+        tool_mask = output["tool_mask"] * valid[:, None].to(output["tool_mask"].dtype)
+        mask = output["completion_mask"] * tool_mask
+        correction = self.algorithm.correct(self._learner_logps(output), output["sampling_per_token_logps"],
+                                            mask.to(output["sampling_per_token_logps"].dtype))
+        nonempty = int((mask.sum(-1) > 0).sum())
+        scale = row_scale(LOSS_TYPES[self.algorithm.recipe.loss.aggregation], mask.size(0), nonempty)
+        values = advantages.values.to(correction.weights.device, correction.weights.dtype)
+        output["advantages"] = values[:, None] * correction.weights * scale
+        output["tool_mask"] = tool_mask
+        output["num_items_in_batch"] = mask.sum()
+        self.step_stats = {
+            "train_reward": batch.rewards.mean().item(),
+            "hacked_fraction": batch.hacked.float().mean().item(),
+            "filtered_fraction": advantages.filtered_fraction,
+            "is_capped_fraction": correction.metrics["capped_fraction"],
+            "is_masked_fraction": correction.metrics["masked_fraction"],
+            "mismatch_kl": correction.metrics["mismatch_kl"],
+            "policy_tokens": int(batch.response_mask.sum().item()),
+        }
+        return output
+
+    def _learner_logps(self, output: dict[str, Any]) -> torch.Tensor:
+        """The trainer's log-probs of the sampled tokens at the sampling temperature, before this update."""
+        if output.get("old_per_token_logps") is not None:
+            return output["old_per_token_logps"]
+        if self.algorithm.recipe.correction.name == "none":
+            return output["sampling_per_token_logps"]
+        input_ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
+        attention_mask = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+        with torch.no_grad():
+            logps, _, _ = self._get_per_token_logps_and_entropies(
+                self.model, input_ids, attention_mask, output["completion_ids"].size(1),
+                batch_size=self.args.per_device_train_batch_size)
+        return logps

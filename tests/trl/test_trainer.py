@@ -1,0 +1,121 @@
+"""The real TRL GRPOTrainer with the adapter: advantages, filtering, corrections and a 2-step run.
+
+Generation is scripted here (``ScriptedEpisodes``) so each test knows every trajectory exactly;
+the trainer, its loss and its optimizer are TRL's own code.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from conftest import LOG3
+
+from agentrl_plugins.algorithms import aggregate_loss, clipped_surrogate, rloo
+from agentrl_plugins.recipe import load_recipe
+from agentrl_plugins.runs.rundir import RunDir
+from agentrl_trl.runner import build_trainer
+from bugfix_gym import policies
+from bugfix_gym.families import FAMILIES
+
+SOLVE = {"clamp": ["<tool>read</tool>", "<tool>edit swap_minmax</tool>", "<tool>submit</tool>"],
+         "span": ["<tool>edit swap_minmax</tool>", "<tool>submit</tool>"]}
+HACK = ["<tool>edit hardcode_tests</tool>", "<tool>submit</tool>"]
+STALL = ["<tool>test</tool>"]
+SCRIPTS = {"clamp": [SOLVE["clamp"], SOLVE["clamp"], HACK, STALL], "span": [SOLVE["span"], STALL, STALL, STALL]}
+INPUTS = [{"prompt": "clamp"}] * 4 + [{"prompt": "span"}] * 4
+
+
+def make_trainer(tmp_path, model, tokenizer, generator, **overrides):
+    settings = {"rollout.group_size": 4, "rollout.tasks_per_step": 2, "rollout.max_turns": 6,
+                "rollout.max_context_tokens": 1024, "train.steps": 2, "train.eval_every": 1,
+                "train.eval_episodes_per_task": 1, "optim.lr": 1e-3, **overrides}
+    recipe = load_recipe("deepswe_grpopp", settings, "laptop")
+    run = RunDir(tmp_path / "run")
+    run.create(recipe, "trl")
+    trainer = build_trainer(recipe, model, tokenizer, run, generator)
+    trainer.current_gradient_accumulation_steps = 1  # set by Trainer.train(); these tests call compute_loss directly
+    return trainer, run
+
+
+def test_trained_advantages_are_the_core_estimator_and_filtered_rows_carry_no_loss(tmp_path, model, tokenizer,
+                                                                                   scripted):
+    trainer, _ = make_trainer(tmp_path, model, tokenizer, scripted(SCRIPTS))
+    output = trainer._generate_and_score_completions([dict(row) for row in INPUTS])
+    trajectories = trainer.episode_rollout.trajectories
+    assert [t.termination for t in trajectories] == ["submitted"] * 3 + ["max_turns", "submitted"] + ["max_turns"] * 3
+    rewards = torch.tensor([t.reward for t in trajectories])
+    assert rewards.tolist() == [1, 1, 0, 0, 1, 0, 0, 0] and trajectories[2].verdict.hacked
+    valid = torch.tensor([True, True, True, False, True, False, False, False])
+    expected = rloo(rewards, torch.tensor([0, 0, 0, 0, 1, 1, 1, 1]), valid, masked_in_baseline=True)
+    mask = output["completion_mask"] * output["tool_mask"]
+    assert mask[~valid].sum() == 0 and (mask[valid].sum(-1) > 0).all()
+    scale = 8 / 4
+    for row in range(8):
+        on = mask[row].bool()
+        assert torch.equal(output["advantages"][row][on], torch.full((int(on.sum()),), expected[row].item() * scale))
+    assert output["num_items_in_batch"] == mask.sum()
+    assert trainer.step_stats["filtered_fraction"] == 0.5 and trainer.step_stats["hacked_fraction"] == 0.125
+
+
+def test_filtered_trajectories_get_exactly_zero_gradient(tmp_path, model, tokenizer, scripted):
+    trainer, _ = make_trainer(tmp_path, model, tokenizer, scripted(SCRIPTS))
+    output = trainer._generate_and_score_completions([dict(row) for row in INPUTS])
+
+    def gradients(batch):
+        trainer.model.zero_grad()
+        trainer.compute_loss(trainer.model, batch).backward()
+        return [p.grad.clone() for p in trainer.model.parameters()]
+
+    reference = gradients(output)
+    assert any(g.abs().sum() > 0 for g in reference)
+    perturbed = dict(output)
+    ids = output["completion_ids"].clone()
+    for row in (3, 5, 6, 7):
+        ids[row] = torch.randint(10, 90, ids[row].shape, generator=torch.Generator().manual_seed(row))
+    perturbed["completion_ids"] = ids
+    assert all(torch.equal(a, b) for a, b in zip(reference, gradients(perturbed)))
+
+
+@pytest.mark.parametrize("aggregation", ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"])
+def test_a_known_mismatch_changes_the_loss_as_the_core_reference_says(tmp_path, model, tokenizer, scripted,
+                                                                        aggregation):
+    overrides = {"correction.name": "token_tis", "correction.cap": 2.0, "loss.aggregation": aggregation}
+    trainer, _ = make_trainer(tmp_path, model, tokenizer, scripted(SCRIPTS, logprob_offset=-LOG3), **overrides)
+    output = trainer._generate_and_score_completions([dict(row) for row in INPUTS])
+    assert trainer.step_stats["is_capped_fraction"] == 1.0
+    with torch.no_grad():
+        loss = trainer.compute_loss(trainer.model, output).item()
+        input_ids = torch.cat([output["prompt_ids"], output["completion_ids"]], 1)
+        attention = torch.cat([output["prompt_mask"], output["completion_mask"]], 1)
+        logp, _, _ = trainer._get_per_token_logps_and_entropies(trainer.model, input_ids, attention,
+                                                                output["completion_ids"].size(1))
+    trajectories = trainer.episode_rollout.trajectories
+    rewards = torch.tensor([t.reward for t in trajectories])
+    valid = torch.tensor([t.termination == "submitted" for t in trajectories])
+    advantages = rloo(rewards, torch.arange(8) // 4, valid, masked_in_baseline=True)
+    mask = (output["completion_mask"] * output["tool_mask"]).float()
+    weights = torch.where(mask.bool(), torch.clamp(torch.exp(torch.full_like(mask, LOG3)), max=2.0), 0.0)
+    reference = clipped_surrogate(logp, logp, advantages, mask, clip_low=0.2, clip_high=0.28, weights=weights)
+    expected = aggregate_loss(reference.per_token_loss, mask, aggregation).item()
+    assert loss == pytest.approx(expected, abs=1e-6)
+    unweighted = clipped_surrogate(logp, logp, advantages, mask, clip_low=0.2, clip_high=0.28)
+    assert expected == pytest.approx(2 * aggregate_loss(unweighted.per_token_loss, mask, aggregation).item(), abs=1e-6)
+
+
+def test_two_real_training_steps_write_the_run_folder(tmp_path, model, tokenizer, scripted):
+    every_family = {family.name: [policies.solver(family), policies.hacker(family), STALL, policies.solver(family)]
+                    for family in FAMILIES}
+    trainer, run = make_trainer(tmp_path, model, tokenizer, scripted(every_family))
+    before = [p.detach().clone() for p in trainer.model.parameters()]
+    trainer.train()
+    after = list(trainer.model.parameters())
+    assert any(not torch.equal(a, b) for a, b in zip(before, after))
+    rows = [json.loads(line) for line in run.metrics_file.read_text().splitlines()]
+    assert [r["step"] for r in rows] == [0, 1, 2]
+    assert rows[0]["train_reward"] is None and rows[0]["heldout_pass1"] is not None
+    for row in rows[1:]:
+        assert 0.0 <= row["train_reward"] <= 1.0 and row["heldout_pass1"] is not None
+        assert row["policy_tokens"] > 0 and row["seconds"] > 0
+    assert (run.checkpoints / "checkpoint-2").is_dir()
