@@ -59,7 +59,8 @@ def write_report(run: RunDir, others: dict[str, RunDir] | None = None) -> Path:
     """Write ``report.md`` and ``curves.png`` into the run folder; ``others`` adds runs to compare against."""
     info = run.run_info()
     rows = run.read_metrics()
-    label = f"{info['recipe']} ({info['framework']}, seed {info['seed']})"
+    verifier = "+".join(run.load_recipe().verifier.names)
+    label = f"{info['recipe']} ({info['framework']}, seed {info['seed']}, {verifier})"
     runs = {label: rows, **{name: other.read_metrics() for name, other in (others or {}).items()}}
     plot_curves(runs, run.path / "curves.png")
     evaluated = [r for r in rows if r.heldout_pass1 is not None]
