@@ -15,6 +15,11 @@ from conftest import LOG3
 from agentrl_plugins.algorithms import aggregate_loss, clipped_surrogate, rloo
 from agentrl_plugins.recipe import load_recipe
 from agentrl_plugins.runs.rundir import RunDir
+from transformers import Qwen2ForCausalLM, TrainerCallback
+
+import agentrl_trl.runner as runner
+from agentrl_plugins.adapter import RunOptions
+from agentrl_plugins.tinyagent.model import build_model
 from agentrl_trl.runner import build_trainer
 from bugfix_gym import policies
 from bugfix_gym.families import FAMILIES
@@ -119,3 +124,46 @@ def test_two_real_training_steps_write_the_run_folder(tmp_path, model, tokenizer
         assert 0.0 <= row["train_reward"] <= 1.0 and row["heldout_pass1"] is not None
         assert row["policy_tokens"] > 0 and row["seconds"] > 0
     assert (run.checkpoints / "checkpoint-2").is_dir()
+
+
+class InterruptAt(TrainerCallback):
+    """Raises Ctrl-C's exception at the end of one step, before that step's metrics and checkpoint."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == self.step:
+            raise KeyboardInterrupt
+
+
+def test_resume_after_an_interruption_matches_an_uninterrupted_run(tmp_path, tokenizer, scripted, monkeypatch):
+    every_family = {family.name: [policies.solver(family), policies.hacker(family), STALL, policies.solver(family)]
+                    for family in FAMILIES}
+    monkeypatch.setattr(runner, "load_policy", lambda path: (build_model(tokenizer, 0), tokenizer))
+    monkeypatch.setattr(runner, "_generator_factory", lambda tok: scripted(every_family))
+    recipe = load_recipe("deepswe_grpopp", {"rollout.group_size": 4, "rollout.tasks_per_step": 2, "train.steps": 3,
+                                            "train.eval_every": 1, "train.eval_episodes_per_task": 1,
+                                            "optim.lr": 1e-3}, "laptop")
+    runner.run(recipe, RunOptions(run_dir=tmp_path / "whole"))
+    build = runner.build_trainer
+
+    def interrupted(*args, **kwargs):
+        trainer = build(*args, **kwargs)
+        trainer.add_callback(InterruptAt(2))
+        return trainer
+
+    monkeypatch.setattr(runner, "build_trainer", interrupted)
+    with pytest.raises(SystemExit):
+        runner.run(recipe, RunOptions(run_dir=tmp_path / "cut"))
+    assert [r.step for r in RunDir(tmp_path / "cut").read_metrics()] == [0, 1]
+    monkeypatch.setattr(runner, "build_trainer", build)
+    runner.run(recipe, RunOptions(resume=tmp_path / "cut"))
+
+    def without_seconds(folder):
+        return [{**r.to_dict(), "seconds": None} for r in RunDir(folder).read_metrics()]
+
+    assert without_seconds(tmp_path / "cut") == without_seconds(tmp_path / "whole")
+    whole = Qwen2ForCausalLM.from_pretrained(tmp_path / "whole" / "final").state_dict()
+    resumed = Qwen2ForCausalLM.from_pretrained(tmp_path / "cut" / "final").state_dict()
+    assert all(torch.equal(whole[name], resumed[name]) for name in whole)
