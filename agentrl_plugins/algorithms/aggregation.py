@@ -36,7 +36,9 @@ def aggregate_loss(
 
     - token-mean: sum_bt m*l / sum_bt m
     - token-sum: sum_bt m*l
-    - seq-mean-token-sum: sum_bt m*l / R (fully masked rows leave the denominator, as in verl)
+    - seq-mean-token-sum: sum_bt m*l / R (fully masked rows leave the denominator, as in a bare
+      verl ``agg_loss`` call; verl's trainer and TRL divide by every row, so the adapters fold B / R
+      into the advantages)
     - seq-mean-token-sum-norm: sum_bt m*l / R / norm_constant (required here; verl defaults it to T)
     - seq-mean-token-mean: sum over non-empty rows b of (sum_t m*l / sum_t m), / R
       (verl and OpenRLHF add 1e-8 to sum_t m: a relative difference below 1e-8)

@@ -1,0 +1,1 @@
+"""agentrl-verl: environments, verifiers, estimators and corrections of agentrl-plugins inside verl."""

@@ -1,0 +1,293 @@
+"""The recipe in verl's terms: Hydra overrides for ``python -m verl.trainer.main_ppo`` and how each key maps.
+
+Native verl settings wherever verl computes the same numbers: loss aggregation,
+clip ratios, KL and entropy, the four built-in corrections (verl's
+``algorithm.rollout_correction``), and verl's own estimator when no row can lose
+all its loss tokens or the recipe keeps filtered rows in the baseline. Otherwise
+the registered ``agentrl_*`` estimator or policy loss runs the core's code. The
+agent loop and the estimators read the rest from ``+agentrl.*``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentrl_plugins.adapter import ComponentMapping, FrameworkConfig
+from agentrl_plugins.recipe_schema import CorrectionSection, Recipe
+
+from agentrl_verl.names import (RAW_RATIO_THRESHOLD, SEQUENCE_MEAN_MODES, agent_loop_name, estimator_name,
+                                policy_loss_name)
+from agentrl_verl.settings import settings_overrides
+
+ENTRYPOINT = ["python", "-m", "verl.trainer.main_ppo"]
+NO_DUAL_CLIP = 1e9
+"""verl always dual-clips; a clip_ratio_c above exp(20), its largest ratio, never binds."""
+VERL_TWINS = {"grpo": ("grpo", True), "dr_grpo": ("grpo", False), "rloo": ("rloo", None)}
+"""Core estimator -> verl estimator and ``norm_adv_by_std_in_grpo`` with the same numbers."""
+ROW_EMPTYING_CORRECTIONS = ("geometric_sequence_mask",)
+THRESHOLDS = {
+    "none": {},
+    "token_tis": {"cap": "algorithm.rollout_correction.rollout_is_threshold"},
+    "sequence_tis": {"cap": "algorithm.rollout_correction.rollout_is_threshold"},
+    "icepop": {"low": "algorithm.rollout_correction.rollout_is_threshold",
+               "high": "algorithm.rollout_correction.rollout_is_threshold"},
+    "geometric_sequence_mask": {"low": "algorithm.rollout_correction.rollout_rs_threshold (1/low)",
+                                "high": "algorithm.rollout_correction.rollout_rs_threshold (1/high)"},
+}
+"""Which verl threshold carries each correction parameter; corrections not listed use the policy loss."""
+LORA = {"lora_rank": 8, "lora_alpha": 16, "target_modules": "all-linear"}
+
+
+@dataclass(frozen=True)
+class LaunchPaths:
+    """Where the launched run finds its model and dataset, and writes its checkpoints."""
+
+    model: str
+    data_dir: Path
+    run_dir: Path | None = None
+    n_gpus: int = 1
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("AGENTRL_CACHE", "~/.cache/agentrl")).expanduser() / "verl"
+
+
+def default_paths(recipe: Recipe) -> LaunchPaths:
+    """The dataset under the cache, and the recipe's model (TinyAgent is saved under the cache on first run)."""
+    model = recipe.train.model
+    if model == "tinyagent":
+        model = str(cache_root() / f"tinyagent-seed{recipe.train.seed}")
+    return LaunchPaths(model, cache_root() / "data" / recipe.environment.name)
+
+
+def correction_overrides(recipe: Recipe) -> tuple[dict[str, Any], str, str]:
+    """verl's rollout-correction settings for the recipe's correction, its mapping status and a note."""
+    c = recipe.correction
+    prefix = "algorithm.rollout_correction."
+    if c.name == "none":
+        return {prefix + "rollout_is": None, prefix + "rollout_rs": None}, "native", "no correction"
+    if c.name in ("token_tis", "sequence_tis"):
+        level = c.name.split("_")[0]
+        return ({prefix + "rollout_is": level, prefix + "rollout_is_threshold": c.cap, prefix + "rollout_rs": None},
+                "mapped", f"verl {level}-level truncated IS, cap {c.cap}")
+    if c.name == "icepop":
+        return ({prefix + "rollout_is": "token", prefix + "rollout_is_threshold": f"{c.low}_{c.high}",
+                 prefix + "rollout_rs": None}, "mapped", "verl token IS with a 'low_high' band (IcePop)")
+    if c.name == "geometric_sequence_mask":
+        return ({prefix + "rollout_is": None, prefix + "rollout_rs": "seq_mean_k1",
+                 prefix + "rollout_rs_threshold": f"{1 / c.high}_{1 / c.low}"},
+                "mapped", "verl seq_mean_k1 rejection (k1 = -log ratio, so the band inverts; verl adds 1e-8 to n)")
+    carried = "actor_rollout_ref.actor.policy_loss."
+    return ({prefix + "rollout_is": "token", prefix + "rollout_is_threshold": RAW_RATIO_THRESHOLD,
+             prefix + "rollout_rs": None, carried + "loss_mode": policy_loss_name(c.name),
+             carried + "rollout_correction.rollout_is_threshold": c.cap,
+             carried + "rollout_correction.rollout_rs_threshold": f"{c.low}_{c.high}"},
+            "injected", f"policy loss {policy_loss_name(c.name)} applies the core correction to verl's raw IS ratios")
+
+
+def estimator_overrides(recipe: Recipe) -> tuple[dict[str, Any], str, str]:
+    """verl's estimator for the recipe: its own twin where the numbers are the same, else ``agentrl_<name>``."""
+    name = recipe.advantage.estimator
+    rows_can_empty = recipe.filtering.compact or recipe.correction.name in ROW_EMPTYING_CORRECTIONS
+    exact = (name in VERL_TWINS and recipe.advantage.masked_in_baseline
+             and not (rows_can_empty and recipe.loss.aggregation in SEQUENCE_MEAN_MODES))
+    if not exact:
+        why = ("keeps the core's estimator, its baseline choice and its sequence-mean denominator (rows with "
+               "loss tokens; verl's trainer divides by every row of the mini-batch)")
+        return {"algorithm.adv_estimator": estimator_name(name)}, "injected", why
+    twin, norm = VERL_TWINS[name]
+    overrides: dict[str, Any] = {"algorithm.adv_estimator": twin}
+    if norm is not None:
+        overrides["algorithm.norm_adv_by_std_in_grpo"] = norm
+    return overrides, "native", f"verl's {twin} gives the core's numbers here (parity test)"
+
+
+def hydra_overrides(recipe: Recipe, paths: LaunchPaths) -> dict[str, Any]:
+    """Every override of the launched command, in order."""
+    r, l, o, t = recipe.rollout, recipe.loss, recipe.optim, recipe.train
+    actor, rollout = "actor_rollout_ref.actor.", "actor_rollout_ref.rollout."
+    overrides: dict[str, Any] = {
+        "data.train_files": str(paths.data_dir / f"{recipe.environment.train_split}.parquet"),
+        "data.val_files": str(paths.data_dir / f"{recipe.environment.eval_split}.parquet"),
+        "data.train_batch_size": r.tasks_per_step,
+        "data.max_prompt_length": r.max_context_tokens,
+        "data.max_response_length": r.max_context_tokens,
+        "data.seed": t.seed,
+        "actor_rollout_ref.model.path": paths.model,
+        **estimator_overrides(recipe)[0],
+        "algorithm.use_kl_in_reward": False,
+        **correction_overrides(recipe)[0],
+        actor + "loss_agg_mode": l.aggregation,
+        actor + "clip_ratio_low": l.clip_low,
+        actor + "clip_ratio_high": l.clip_high,
+        actor + "clip_ratio_c": NO_DUAL_CLIP if l.clip_c is None else l.clip_c,
+        actor + "use_kl_loss": l.kl_coef > 0,
+        actor + "kl_loss_coef": l.kl_coef,
+        actor + "entropy_coeff": l.entropy_coef,
+        actor + "optim.lr": o.lr,
+        actor + "optim.weight_decay": o.weight_decay,
+        actor + "optim.clip_grad": o.max_grad_norm,
+        actor + "ppo_mini_batch_size": r.tasks_per_step,
+        actor + "ppo_epochs": o.updates_per_step,
+        actor + "use_dynamic_bsz": True,
+        actor + "ppo_max_token_len_per_gpu": r.max_context_tokens,
+        actor + "data_loader_seed": t.seed,
+        rollout + "name": "vllm",
+        rollout + "mode": "async",
+        rollout + "n": r.group_size,
+        rollout + "temperature": r.temperature,
+        rollout + "top_p": r.top_p,
+        rollout + "top_k": r.top_k,
+        rollout + "calculate_log_probs": recipe.correction.name != "none",
+        rollout + "max_model_len": r.max_context_tokens,
+        rollout + "log_prob_use_dynamic_bsz": True,
+        rollout + "log_prob_max_token_len_per_gpu": r.max_context_tokens,
+        rollout + "agent.default_agent_loop": agent_loop_name(recipe.environment.name),
+        rollout + "val_kwargs.n": t.eval_episodes_per_task,
+        rollout + "val_kwargs.do_sample": True,
+        rollout + "val_kwargs.temperature": r.temperature,
+        rollout + "val_kwargs.top_p": r.top_p,
+        rollout + "val_kwargs.top_k": r.top_k,
+        "reward.custom_reward_function.path": "pkg://agentrl_verl.reward",
+        "reward.custom_reward_function.name": "compute_score",
+        "+reward.custom_reward_function.reward_kwargs.verifier_names": list(recipe.verifier.names),
+        "+reward.custom_reward_function.reward_kwargs.combine": recipe.verifier.combine,
+        "trainer.total_training_steps": t.steps,
+        "trainer.test_freq": t.eval_every,
+        "trainer.save_freq": t.eval_every,
+        "trainer.val_before_train": True,
+        "trainer.logger": ["console", "file"],
+        "trainer.project_name": "agentrl",
+        "trainer.experiment_name": f"{recipe.name}-seed{t.seed}",
+        "trainer.nnodes": 1,
+        "trainer.n_gpus_per_node": paths.n_gpus,
+        **settings_overrides(recipe),
+    }
+    if l.aggregation == "seq-mean-token-sum-norm":
+        overrides[actor + "loss_scale_factor"] = l.norm_constant
+    if t.lora:
+        overrides.update({f"actor_rollout_ref.model.{key}": value for key, value in LORA.items()})
+    if paths.run_dir is not None:
+        overrides["trainer.default_local_dir"] = str(paths.run_dir / "checkpoints")
+    return overrides
+
+
+def hydra_value(value: Any) -> str:
+    """``value`` in Hydra's override grammar."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(hydra_value(item) for item in value) + "]"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if re.fullmatch(r"[A-Za-z_/~][\w\-./:~]*", value) and value.lower() not in ("true", "false", "null"):
+        return value
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def command(overrides: dict[str, Any]) -> list[str]:
+    return ENTRYPOINT + [f"{key}={hydra_value(value)}" for key, value in overrides.items()]
+
+
+def mappings(recipe: Recipe) -> list[ComponentMapping]:
+    """One row per recipe key: the verl setting it becomes and how faithfully."""
+    r, l, o, t, c = recipe.rollout, recipe.loss, recipe.optim, recipe.train, recipe.correction
+    actor, rollout, agentrl = "actor_rollout_ref.actor.", "actor_rollout_ref.rollout.", "+agentrl."
+    _, estimator_status, estimator_note = estimator_overrides(recipe)
+    _, correction_status, correction_note = correction_overrides(recipe)
+    runner = f"agent loop {agent_loop_name(recipe.environment.name)}"
+    norm_used = l.aggregation == "seq-mean-token-sum-norm"
+    return [
+        ComponentMapping("environment.name", recipe.environment.name, f"{runner} (dataset column agent_name)",
+                         "injected", "the core episode runner drives the environment through server_manager.generate"),
+        ComponentMapping("environment.train_split", recipe.environment.train_split, "data.train_files", "mapped",
+                         "agentrl verl dataset writes one parquet file per split"),
+        ComponentMapping("environment.eval_split", recipe.environment.eval_split, "data.val_files", "mapped"),
+        ComponentMapping("verifier.names", recipe.verifier.names, f"{runner}: reward_score", "injected",
+                         "the recipe's verifier scores each episode; pkg://agentrl_verl.reward for verl's reward loop"),
+        ComponentMapping("verifier.combine", recipe.verifier.combine, agentrl + "verifier.combine", "injected"),
+        ComponentMapping("advantage.estimator", recipe.advantage.estimator, "algorithm.adv_estimator",
+                         estimator_status, estimator_note),
+        baseline_mapping(recipe, estimator_status),
+        ComponentMapping("loss.aggregation", l.aggregation, actor + "loss_agg_mode", "native"),
+        ComponentMapping("loss.norm_constant", l.norm_constant, actor + "loss_scale_factor" if norm_used else "-",
+                         "native", "" if norm_used else "only seq-mean-token-sum-norm reads it"),
+        ComponentMapping("loss.clip_low", l.clip_low, actor + "clip_ratio_low", "native"),
+        ComponentMapping("loss.clip_high", l.clip_high, actor + "clip_ratio_high", "native"),
+        ComponentMapping("loss.clip_c", l.clip_c, actor + "clip_ratio_c",
+                         "native" if l.clip_c is not None else "mapped",
+                         "" if l.clip_c is not None else f"{NO_DUAL_CLIP:g}: verl's always-on dual clip never binds"),
+        ComponentMapping("loss.kl_coef", l.kl_coef, actor + "use_kl_loss, kl_loss_coef", "native",
+                         "no reference model at 0"),
+        ComponentMapping("loss.entropy_coef", l.entropy_coef, actor + "entropy_coeff", "native"),
+        ComponentMapping("correction.name", c.name, "algorithm.rollout_correction", correction_status,
+                         correction_note),
+        *[threshold_mapping(c, key) for key in ("cap", "low", "high")],
+        ComponentMapping("filtering.compact", recipe.filtering.compact, f"{runner}: response_mask zeroed",
+                         "injected", "what DeepSWE's rLLM engine does; the reward is kept"),
+        ComponentMapping("filtering.reasons", recipe.filtering.reasons, agentrl + "filtering.reasons", "injected"),
+        ComponentMapping("rollout.group_size", r.group_size, rollout + "n", "native"),
+        ComponentMapping("rollout.tasks_per_step", r.tasks_per_step, "data.train_batch_size", "native",
+                         "and actor.ppo_mini_batch_size: one mini-batch per step"),
+        ComponentMapping("rollout.temperature", r.temperature, rollout + "temperature", "native"),
+        ComponentMapping("rollout.top_p", r.top_p, rollout + "top_p", "native"),
+        ComponentMapping("rollout.top_k", r.top_k, rollout + "top_k", "native"),
+        ComponentMapping("rollout.max_turns", r.max_turns, agentrl + "rollout.max_turns", "injected",
+                         "the core runner's limits"),
+        ComponentMapping("rollout.max_new_tokens_per_turn", r.max_new_tokens_per_turn,
+                         agentrl + "rollout.max_new_tokens_per_turn", "injected", "max_tokens of each generate call"),
+        ComponentMapping("rollout.max_context_tokens", r.max_context_tokens, agentrl + "rollout.max_context_tokens",
+                         "injected", "prompt + response; data.max_prompt_length, data.max_response_length and "
+                                     "rollout.max_model_len are sized to hold it"),
+        ComponentMapping("rollout.timeout_s", r.timeout_s, agentrl + "rollout.timeout_s", "injected"),
+        ComponentMapping("optim.lr", o.lr, actor + "optim.lr", "native"),
+        ComponentMapping("optim.weight_decay", o.weight_decay, actor + "optim.weight_decay", "native"),
+        ComponentMapping("optim.max_grad_norm", o.max_grad_norm, actor + "optim.clip_grad", "native"),
+        ComponentMapping("optim.updates_per_step", o.updates_per_step, actor + "ppo_epochs", "mapped",
+                         "passes over the step's single mini-batch"),
+        ComponentMapping("train.steps", t.steps, "trainer.total_training_steps", "native"),
+        ComponentMapping("train.seed", t.seed, "data.seed, actor.data_loader_seed", "mapped"),
+        ComponentMapping("train.eval_every", t.eval_every, "trainer.test_freq", "native"),
+        ComponentMapping("train.eval_episodes_per_task", t.eval_episodes_per_task, rollout + "val_kwargs.n",
+                         "mapped", "sampled at the training temperature"),
+        ComponentMapping("train.model", t.model, "actor_rollout_ref.model.path", "mapped",
+                         "TinyAgent is saved (freshly initialised: its warm start needs TRL) on first run"),
+        ComponentMapping("train.lora", t.lora, "actor_rollout_ref.model.lora_rank", "mapped",
+                         "rank 8, alpha 16, all linear layers (as the TRL adapter)"),
+    ]
+
+
+def baseline_mapping(recipe: Recipe, estimator_status: str) -> ComponentMapping:
+    """``advantage.masked_in_baseline``: verl's estimators keep all-zero-mask rows; the agentrl one reads the key."""
+    value, setting = recipe.advantage.masked_in_baseline, "+agentrl.advantage.masked_in_baseline"
+    if estimator_status == "native":
+        return ComponentMapping("advantage.masked_in_baseline", value, setting, "native",
+                                "verl's estimators keep all-zero-mask rows in the group statistics")
+    if not value and recipe.correction.name in ROW_EMPTYING_CORRECTIONS:
+        return ComponentMapping("advantage.masked_in_baseline", value, setting, "approximated",
+                                "verl's rejection runs before the estimator: a rejected sequence also leaves "
+                                "its group's baseline")
+    return ComponentMapping("advantage.masked_in_baseline", value, setting, "injected", "read by the agentrl estimator")
+
+
+def threshold_mapping(correction: CorrectionSection, key: str) -> ComponentMapping:
+    """The row of ``correction.cap``, ``.low`` or ``.high``: which verl threshold carries it, if any."""
+    uses = THRESHOLDS.get(correction.name, {"cap": "policy_loss.rollout_correction.rollout_is_threshold",
+                                            "low": "policy_loss.rollout_correction.rollout_rs_threshold",
+                                            "high": "policy_loss.rollout_correction.rollout_rs_threshold"})
+    if key not in uses:
+        return ComponentMapping(f"correction.{key}", getattr(correction, key), "-", "native",
+                                "unused by this correction")
+    return ComponentMapping(f"correction.{key}", getattr(correction, key), uses[key], "mapped")
+
+
+def describe(recipe: Recipe, paths: LaunchPaths | None = None) -> FrameworkConfig:
+    """The complete Hydra overrides, the mapping table and the ``main_ppo`` command."""
+    overrides = hydra_overrides(recipe, paths or default_paths(recipe))
+    return FrameworkConfig("verl", overrides, mappings(recipe), command(overrides))

@@ -1,0 +1,40 @@
+"""An agentrl environment's tasks as verl's RL dataset: one parquet file per split, the agent loop chosen per row."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from agentrl_plugins.plugins import get_plugin_manager
+
+from agentrl_verl.names import agent_loop_name
+
+
+def task_rows(environment: str) -> list[dict[str, Any]]:
+    """One verl row per task: chat ``prompt``, ``agent_name``, the task id as ground truth and in ``extra_info``."""
+    suite = get_plugin_manager().get("environment", environment).factory()
+    try:
+        return [{
+            "data_source": f"agentrl/{environment}",
+            "agent_name": agent_loop_name(environment),
+            "prompt": [{"role": "system", "content": suite.system_prompt}, {"role": "user", "content": task.issue}],
+            "ability": "agentic",
+            "reward_model": {"style": "rule", "ground_truth": task.id},
+            "extra_info": {"index": index, "split": task.split, "task_id": task.id, "environment": environment},
+        } for index, task in enumerate(suite.tasks())]
+    finally:
+        getattr(suite, "close", lambda: None)()
+
+
+def write_dataset(out_dir: Path, environment: str = "bugfix") -> dict[str, Path]:
+    """Write ``OUT_DIR/<split>.parquet`` for every split of ``environment``; returns the files by split."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rows = task_rows(environment)
+    files = {}
+    for split in dict.fromkeys(row["extra_info"]["split"] for row in rows):
+        files[split] = out_dir / f"{split}.parquet"
+        pd.DataFrame([row for row in rows if row["extra_info"]["split"] == split]).to_parquet(files[split],
+                                                                                              index=False)
+    return files

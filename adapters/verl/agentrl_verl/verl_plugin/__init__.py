@@ -1,0 +1,18 @@
+"""verl's ``verl.plugins`` entry point: what agentrl-verl registers in verl on ``import verl``, in every process.
+
+Every agentrl advantage estimator, a policy loss per correction and an agent loop
+per environment. ``import verl`` comes first: whichever of verl or this package
+is imported first, verl finishes initialising (and its plugin loading finds this
+package mid-import, harmlessly) before the modules below import its parts.
+"""
+
+import verl  # noqa: F401
+
+from agentrl_verl.verl_plugin.agent_loop import AGENT_LOOPS
+from agentrl_verl.verl_plugin.estimators import register_estimators
+from agentrl_verl.verl_plugin.losses import register_policy_losses
+
+ESTIMATORS = register_estimators()
+POLICY_LOSSES = register_policy_losses()
+
+__all__ = ["AGENT_LOOPS", "ESTIMATORS", "POLICY_LOSSES"]

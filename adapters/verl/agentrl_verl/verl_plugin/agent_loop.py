@@ -1,0 +1,153 @@
+"""An agent loop per agentrl environment (``agentrl_<environment>``): the core episode runner inside verl.
+
+Each row's ``extra_info.task_id`` names the task. The episode runs through the
+core ``run_episode`` with a ``generate`` over ``server_manager.generate`` (token
+ids in, token ids and log-probs out), so verl trains on exactly the tokens the
+server sampled; observation tokens carry mask 0. The recipe's verifier sets
+``reward_score`` (verl's reward loop is then skipped), and a compact-filtered
+episode returns an all-zero ``response_mask``. Limits, verifier and filtering
+come from ``+agentrl.*``; sampling settings from verl's own rollout config.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from typing import Any, ClassVar
+from uuid import uuid4
+
+from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
+
+from agentrl_plugins.algorithm import RecipeAlgorithm
+from agentrl_plugins.environment import EnvironmentSuite, VerifierFn
+from agentrl_plugins.episode import run_episode
+from agentrl_plugins.errors import UnknownNameError
+from agentrl_plugins.plugins import get_plugin_manager
+from agentrl_plugins.types import Generation, Limits, Sampling, Task, Trajectory
+from agentrl_plugins.verifiers import build_verifier
+
+from agentrl_verl.names import agent_loop_name
+from agentrl_verl.settings import recipe_from_config
+
+TURN_ROLES = ("user", "assistant", "tool")
+
+
+@functools.cache
+def environment(name: str) -> EnvironmentSuite:
+    """One suite per process and environment (its sandbox is shared by every episode)."""
+    return get_plugin_manager().get("environment", name).factory()
+
+
+@functools.cache
+def tasks(name: str) -> dict[str, Task]:
+    return {task.id: task for task in environment(name).tasks()}
+
+
+@functools.cache
+def verifier(names: tuple[str, ...], combine: str) -> VerifierFn:
+    return build_verifier(names, combine, get_plugin_manager())
+
+
+class ServerGenerate:
+    """The core's ``generate`` over verl's ``server_manager.generate``; ``seconds`` adds up the waiting."""
+
+    def __init__(self, server_manager: Any, sampling_params: dict[str, Any], eos_token_id: int | None):
+        self.server_manager, self.sampling_params, self.eos_token_id = server_manager, sampling_params, eos_token_id
+        self.request_id = uuid4().hex
+        self.seconds = 0.0
+
+    async def __call__(self, token_ids: list[int], sampling: Sampling) -> Generation:
+        params = {**self.sampling_params, "temperature": sampling.temperature, "top_p": sampling.top_p,
+                  "top_k": sampling.top_k, "max_tokens": sampling.max_new_tokens, "logprobs": True}
+        started = time.monotonic()
+        output = await self.server_manager.generate(request_id=self.request_id, prompt_ids=list(token_ids),
+                                                    sampling_params=params)
+        self.seconds += time.monotonic() - started
+        ids = list(output.token_ids)
+        if output.log_probs is None or len(output.log_probs) != len(ids):
+            raise ValueError(f"the rollout server returned {len(ids)} tokens but log-probs {output.log_probs!r}")
+        stopped = bool(ids) and ids[-1] == self.eos_token_id or len(ids) < sampling.max_new_tokens
+        return Generation(ids, [float(x) for x in output.log_probs], "stop" if stopped else "length")
+
+
+class EpisodeAgentLoop(AgentLoopBase):
+    """Runs one episode of the row's task in ``environment``; subclassed once per environment."""
+
+    environment: ClassVar[str]
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.recipe = recipe_from_config(self.config)
+        self.algorithm = RecipeAlgorithm.from_recipe(self.recipe)
+        rollout = self.recipe.rollout
+        self.limits = Limits(rollout.max_turns, rollout.max_context_tokens, rollout.max_new_tokens_per_turn,
+                             rollout.timeout_s)
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+        task = self.task(kwargs["extra_info"]["task_id"])
+        generate = ServerGenerate(self.server_manager, sampling_params, self.tokenizer.eos_token_id)
+        sampling = Sampling(float(sampling_params["temperature"]), float(sampling_params["top_p"]),
+                            int(sampling_params["top_k"]), self.limits.max_new_tokens_per_turn)
+        trajectory = await run_episode(
+            environment(self.environment), task, generate, self.tokenizer, self.limits,
+            verifier=verifier(tuple(self.recipe.verifier.names), self.recipe.verifier.combine),
+            sampling=sampling, hooks=get_plugin_manager().hook)
+        return self.output(trajectory, generate.seconds)
+
+    def task(self, task_id: str) -> Task:
+        known = tasks(self.environment)
+        if task_id not in known:
+            raise UnknownNameError(f"{self.environment} task", task_id, known,
+                                   "Write the dataset with: agentrl verl dataset OUT_DIR")
+        return known[task_id]
+
+    def output(self, trajectory: Trajectory, generate_seconds: float) -> AgentLoopOutput:
+        """verl's output for ``trajectory``: the runner's tokens, its mask (zeroed when filtered) and reward."""
+        self.check_fits(trajectory)
+        keep = bool(self.algorithm.valid([trajectory.termination])[0])
+        verdict = trajectory.verdict
+        return AgentLoopOutput(
+            prompt_ids=trajectory.prompt_ids,
+            response_ids=trajectory.response_ids,
+            response_mask=trajectory.response_mask if keep else [0] * len(trajectory.response_mask),
+            response_logprobs=trajectory.logprobs if self.rollout_config.calculate_log_probs else None,
+            reward_score=trajectory.reward,
+            num_turns=sum(message["role"] in TURN_ROLES for message in trajectory.messages),
+            metrics=AgentLoopMetrics(generate_sequences=generate_seconds,
+                                     tool_calls=max(trajectory.seconds - generate_seconds, 0.0)),
+            extra_fields={
+                "task_id": trajectory.task_id,
+                "termination": trajectory.termination,
+                "reward_extra_info": {"passed": float(bool(verdict and verdict.passed)),
+                                      "hacked": float(bool(verdict and verdict.hacked)),
+                                      "filtered": float(not keep)},
+            },
+        )
+
+    def check_fits(self, trajectory: Trajectory) -> None:
+        """verl pads to fixed prompt and response lengths and cannot truncate a multi-turn episode."""
+        for part, ids, limit in (("prompt", trajectory.prompt_ids, self.rollout_config.prompt_length),
+                                 ("response", trajectory.response_ids, self.rollout_config.response_length)):
+            if len(ids) > limit:
+                raise ValueError(f"task {trajectory.task_id}: the episode's {part} has {len(ids)} tokens, more than "
+                                 f"verl's {part}_length {limit}; set data.max_{part}_length to at least "
+                                 f"+agentrl.rollout.max_context_tokens ({self.limits.max_context_tokens})")
+
+
+def loop_class_name(environment_name: str) -> str:
+    return "".join(part.title() for part in environment_name.split("_")) + "AgentLoop"
+
+
+def register_agent_loops() -> list[str]:
+    """Define and register a loop class per environment of agentrl's registry; returns the agent names."""
+    names = []
+    for entry in get_plugin_manager().registry("environment"):
+        cls = type(loop_class_name(entry.record.name), (EpisodeAgentLoop,),
+                   {"environment": entry.record.name, "__module__": __name__})
+        globals()[cls.__name__] = cls
+        names.append(agent_loop_name(entry.record.name))
+        register(names[-1])(cls)
+    return names
+
+
+AGENT_LOOPS = register_agent_loops()

@@ -1,0 +1,31 @@
+"""TinyAgent: a small causal LM and tokenizer built locally for the BugFix gym, warm-started with TRL's SFT.
+
+An optional part of the core: it imports transformers (and TRL to build the
+warm start), so use it from a framework environment such as ``.venvs/trl``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+from transformers import AutoTokenizer, Qwen2ForCausalLM
+
+from agentrl_plugins.tinyagent.generate import HFGenerator
+from agentrl_plugins.tinyagent.model import ModelSize, build_model
+from agentrl_plugins.tinyagent.tokenizer import build_tokenizer
+from agentrl_plugins.tinyagent.warmstart import WarmStartSettings, pass_at_1, warm_start
+
+__all__ = ["HFGenerator", "ModelSize", "WarmStartSettings", "build_model", "build_tokenizer", "load_tinyagent",
+           "pass_at_1", "warm_start"]
+
+
+def load_tinyagent(seed: int = 0, cache_dir: str | os.PathLike | None = None,
+                   settings: WarmStartSettings = WarmStartSettings()) -> tuple[Qwen2ForCausalLM, object]:
+    """The warm-started TinyAgent ``(model, tokenizer)`` for ``seed``, built on first use and cached.
+
+    The cache is ``cache_dir``, else ``$AGENTRL_CACHE/tinyagent``, else ``~/.cache/agentrl/tinyagent``.
+    """
+    path = warm_start(seed, cache_dir, settings)
+    model = Qwen2ForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa")
+    return model, AutoTokenizer.from_pretrained(path)

@@ -1,0 +1,274 @@
+"""Warm-starting TinyAgent: TRL SFT on scripted BugFix transcripts, cached by seed and build settings.
+
+Transcripts are played through the real episode runner with scripted replies,
+so the model is trained on exactly the token ids the runner will later show
+it (system prompt, task prompt, one tool call per assistant turn, observations
+as user turns); the loss covers only the assistant tokens (the runner's mask).
+Only ``train`` families are used. The mix decides the starting pass rate: the
+edit op is drawn from the whole menu (fix, wrong fixes, the exploit), so the
+warm-started policy solves some tasks and leaves RL something to learn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Coroutine
+
+import torch
+
+from agentrl_plugins.episode import run_episode, run_episodes
+from agentrl_plugins.errors import AgentRLError
+from agentrl_plugins.testing import ScriptedGenerate
+from agentrl_plugins.tinyagent.model import ModelSize, build_model
+from agentrl_plugins.tinyagent.tokenizer import build_tokenizer
+from agentrl_plugins.types import Limits, Sampling
+
+DEFAULT_CACHE = Path("~/.cache/agentrl/tinyagent")
+SCRIPT_LIMITS = Limits(max_turns=6, max_context_tokens=4096, max_new_tokens_per_turn=64)
+EVAL_LIMITS = Limits(max_turns=6, max_context_tokens=2048, max_new_tokens_per_turn=16)
+
+
+@dataclass(frozen=True)
+class WarmStartSettings:
+    """Everything that decides the warm-started weights besides the seed (hashed into the cache key).
+
+    Transcript counts are per train family: ``solver`` reads, tests, applies the
+    fix, tests and submits; ``wrong_op`` does the same with each wrong fix;
+    ``hacker`` applies ``hardcode_tests``, tests and submits; ``random_menu``
+    are uniform picks from the menu (the book's random policy). Each of the
+    ``menu_variants`` shows the family's menu shuffled, with 1 to
+    ``max_distractors`` extra ops that change nothing, and plays read, test,
+    one op drawn from that menu, test, submit: the menu must be read, not
+    memorised per family, which is what carries over to held-out families.
+    """
+
+    size: ModelSize = field(default_factory=ModelSize)
+    solver: int = 3
+    wrong_op: int = 1
+    hacker: int = 1
+    random_menu: int = 1
+    menu_variants: int = 8
+    max_distractors: int = 2
+    max_steps: int = 800
+    batch_size: int = 4
+    learning_rate: float = 3e-3
+    warmup_steps: int = 5
+    threads: int = 2
+    version: int = 1
+
+
+def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
+    """``cache_dir``, else ``$AGENTRL_CACHE/tinyagent``, else ``~/.cache/agentrl/tinyagent``."""
+    if cache_dir is not None:
+        return Path(cache_dir)
+    if os.environ.get("AGENTRL_CACHE"):
+        return Path(os.environ["AGENTRL_CACHE"]) / "tinyagent"
+    return DEFAULT_CACHE.expanduser()
+
+
+def gym_fingerprint() -> str:
+    """A hash of every gym text a transcript is made of, so a changed gym rebuilds the model."""
+    from bugfix_gym.env import SYSTEM_PROMPT, task_prompt
+    from bugfix_gym.families import FAMILIES
+
+    parts = [SYSTEM_PROMPT] + [f"{f.name}|{f.split}|{task_prompt(f)}|{f.buggy}|{f.op_names}" for f in FAMILIES]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def build_key(settings: WarmStartSettings) -> str:
+    """The hash of the build settings, the vocabulary and the gym texts."""
+    vocab = sorted(build_tokenizer().get_vocab().items())
+    blob = json.dumps({"settings": asdict(settings), "vocab": vocab, "gym": gym_fingerprint()}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def model_path(seed: int, cache_dir: str | os.PathLike | None = None,
+               settings: WarmStartSettings = WarmStartSettings()) -> Path:
+    return cache_root(cache_dir) / f"tinyagent-seed{seed}-{build_key(settings)}"
+
+
+def run_sync(make: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
+    """Run a coroutine to completion, also from inside a running event loop (on a helper thread)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(make())
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(lambda: asyncio.run(make())).result()
+
+
+def _explore(op: str) -> list[str]:
+    return ["<tool>read</tool>", "<tool>test</tool>", f"<tool>edit {op}</tool>", "<tool>test</tool>",
+            "<tool>submit</tool>"]
+
+
+def menu_variant(family: Any, index: int, distractors: list[str], generator: torch.Generator) -> Any:
+    """``family`` renamed ``NAME~index``, its menu shuffled and widened by ``distractors`` (ops that change nothing)."""
+    from bugfix_gym.family import EditOp
+
+    ops = list(family.ops) + [EditOp(name, lambda source: source, "wrong_fix") for name in distractors]
+    order = torch.randperm(len(ops), generator=generator).tolist()
+    return replace(family, name=f"{family.name}~{index}", ops=tuple(ops[i] for i in order))
+
+
+def curriculum(settings: WarmStartSettings, seed: int) -> tuple[list[Any], list[tuple[str, list[str]]]]:
+    """The families to play (train families and their menu variants) and ``(family name, script)`` pairs."""
+    from bugfix_gym import policies
+    from bugfix_gym.families import FAMILIES
+
+    generator = torch.Generator().manual_seed(seed)
+
+    def draw(options: list[str], k: int) -> list[str]:
+        return [options[i] for i in torch.randperm(len(options), generator=generator)[:k].tolist()]
+
+    train = [family for family in FAMILIES if family.split == "train"]
+    names = sorted({name for family in FAMILIES for name in family.op_names})
+    families, out = list(train), []
+    for family in train:
+        out += [(family.name, policies.solver(family))] * settings.solver
+        out += [(family.name, _explore(op.name)) for op in family.ops if op.kind == "wrong_fix"] * settings.wrong_op
+        out += [(family.name, policies.hacker(family))] * settings.hacker
+        out += [(family.name, policies.random_messages(family, SCRIPT_LIMITS.max_turns, generator))
+                for _ in range(settings.random_menu)]
+        for index in range(settings.menu_variants):
+            others = [name for name in names if name not in family.op_names]
+            variant = menu_variant(family, index, draw(others, 1 + index % settings.max_distractors), generator)
+            families.append(variant)
+            out.append((variant.name, _explore(draw(list(variant.op_names), 1)[0])))
+    return families, out
+
+
+def transcripts(tokenizer: Any, settings: WarmStartSettings, seed: int) -> list[dict[str, list[int]]]:
+    """Token ids and assistant masks of the scripted episodes, as the episode runner renders them."""
+    from bugfix_gym.env import BugFixGym
+    from bugfix_gym.verifiers import hidden_tests
+
+    families, plays = curriculum(settings, seed)
+    gym = BugFixGym(families)
+    tasks = {task.family: task for task in gym.tasks()}
+
+    async def play() -> list[Any]:
+        return await asyncio.gather(*[
+            run_episode(gym, tasks[name], ScriptedGenerate(script, tokenizer), tokenizer, SCRIPT_LIMITS,
+                        verifier=hidden_tests)
+            for name, script in plays])
+
+    try:
+        played = run_sync(play)
+    finally:
+        gym.close()
+    return [{"input_ids": t.token_ids, "assistant_masks": [0] * len(t.prompt_ids) + t.response_mask}
+            for t in played]
+
+
+def _unmasked_collator(pad_token_id: int) -> Callable[[list[dict[str, Any]]], dict[str, Any]]:
+    """TRL's right-padding collator without the attention mask.
+
+    Under causal attention no real token sees a later pad (pads carry label
+    -100), so dropping the mask changes nothing but lets sdpa use its unmasked
+    causal kernel, several times faster on a CPU; plain ``position_ids`` are
+    what TRL counts tokens from instead.
+    """
+    from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
+
+    pad = DataCollatorForLanguageModeling(pad_token_id=pad_token_id)
+
+    def collate(examples: list[dict[str, Any]]) -> dict[str, Any]:
+        batch = pad(examples)
+        batch.pop("attention_mask")
+        batch["position_ids"] = torch.arange(batch["input_ids"].shape[1]).expand_as(batch["input_ids"])
+        return batch
+
+    return collate
+
+
+def _train(model: Any, tokenizer: Any, rows: list[dict[str, list[int]]], settings: WarmStartSettings,
+           seed: int, log: Callable[[str], None]) -> None:
+    try:
+        from datasets import Dataset
+        from trl import SFTConfig, SFTTrainer
+    except ImportError as error:
+        raise AgentRLError(
+            "building the TinyAgent warm start needs TRL: run scripts/build_trl_env.sh and build it with "
+            ".venvs/trl/bin/python, or set AGENTRL_CACHE to a cache that already holds it"
+        ) from error
+    from transformers import PrinterCallback, TrainerCallback
+
+    class Progress(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if logs and "loss" in logs:
+                log(f"tinyagent sft step {state.global_step}/{state.max_steps} loss {logs['loss']:.4f}")
+
+    with tempfile.TemporaryDirectory() as scratch:
+        config = SFTConfig(
+            output_dir=scratch, max_steps=settings.max_steps, per_device_train_batch_size=settings.batch_size,
+            learning_rate=settings.learning_rate, lr_scheduler_type="cosine", warmup_steps=settings.warmup_steps,
+            weight_decay=0.0, logging_steps=50, save_strategy="no", report_to="none", use_cpu=True, bf16=False,
+            seed=seed, data_seed=seed, dataloader_num_workers=0, max_length=None, disable_tqdm=True,
+            push_to_hub=False, gradient_checkpointing=False,
+        )
+        trainer = SFTTrainer(model=model, args=config, train_dataset=Dataset.from_list(rows),
+                             processing_class=tokenizer, data_collator=_unmasked_collator(tokenizer.pad_token_id),
+                             callbacks=[Progress()])
+        trainer.remove_callback(PrinterCallback)
+        trainer.train()
+
+
+def warm_start(seed: int = 0, cache_dir: str | os.PathLike | None = None,
+               settings: WarmStartSettings = WarmStartSettings(), log: Callable[[str], None] = print) -> Path:
+    """Build (or find cached) the warm-started TinyAgent for ``seed``; returns its ``save_pretrained`` folder."""
+    path = model_path(seed, cache_dir, settings)
+    if (path / "config.json").exists():
+        return path
+    started = time.monotonic()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(settings.threads)
+    try:
+        tokenizer = build_tokenizer()
+        model = build_model(tokenizer, seed, settings.size)
+        rows = transcripts(tokenizer, settings, seed)
+        log(f"tinyagent: {len(rows)} scripted transcripts, {sum(len(r['input_ids']) for r in rows)} tokens")
+        _train(model, tokenizer, rows, settings, seed, log)
+    finally:
+        torch.set_num_threads(threads)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{path.name}-", dir=path.parent))
+    model.save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    seconds = time.monotonic() - started
+    (staging / "warmstart.json").write_text(json.dumps({"seed": seed, "settings": asdict(settings),
+                                                        "build_seconds": round(seconds, 1)}, indent=2))
+    try:
+        staging.rename(path)
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
+    log(f"tinyagent: built {path} in {seconds:.0f}s")
+    return path
+
+
+def pass_at_1(model: Any, tokenizer: Any, split: str, episodes_per_family: int = 8, seed: int = 0,
+              limits: Limits = EVAL_LIMITS, sampling: Sampling = Sampling(temperature=1.0)) -> float:
+    """Mean hidden-tests reward of ``episodes_per_family`` sampled episodes on every family of ``split``."""
+    from bugfix_gym.env import BugFixGym
+    from bugfix_gym.verifiers import hidden_tests
+
+    from agentrl_plugins.tinyagent.generate import HFGenerator
+
+    gym = BugFixGym()
+    generate = HFGenerator(model, tokenizer.eos_token_id, tokenizer.pad_token_id, seed=seed)
+    try:
+        played = run_sync(lambda: run_episodes(gym, gym.tasks(split), generate, tokenizer, limits,
+                                               group_size=episodes_per_family, verifier=hidden_tests,
+                                               sampling=sampling))
+    finally:
+        gym.close()
+    return sum(t.reward for t in played) / len(played)

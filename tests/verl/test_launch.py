@@ -1,0 +1,126 @@
+"""``describe`` and the launcher: every override is valid for verl's own Hydra config, and the commands print it."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import verl_config
+from verl.trainer.ppo.utils import need_critic, need_reference_policy
+from verl.utils.config import validate_config
+
+from agentrl_plugins.adapter import RunOptions
+from agentrl_plugins.recipe import load_recipe
+from agentrl_plugins.runs.rundir import RunDir
+from agentrl_verl import launch
+from agentrl_verl.config import LaunchPaths, describe, hydra_value
+from agentrl_verl.names import agent_loop_name
+
+ROOT = Path(__file__).resolve().parents[2]
+AGENTRL = [sys.executable, "-c", "from agentrl_plugins.cli import main; main()"]
+
+
+@pytest.fixture(scope="module")
+def deepswe():
+    return load_recipe("deepswe_grpopp")
+
+
+def test_every_recipe_key_is_marked(deepswe):
+    config = describe(deepswe)
+    keys = {mapping.key for mapping in config.mappings}
+    for section in ("environment", "verifier", "advantage", "loss", "correction", "filtering", "rollout", "optim",
+                    "train"):
+        for key in vars(getattr(deepswe, section)):
+            assert f"{section}.{key}" in keys
+    assert {mapping.status for mapping in config.mappings} <= {"native", "mapped", "injected", "approximated"}
+    assert config.command[:3] == ["python", "-m", "verl.trainer.main_ppo"]
+
+
+def test_the_overrides_compose_into_verls_config_with_the_recipes_values(deepswe, tmp_path):
+    config = verl_config(deepswe, LaunchPaths("/models/m", tmp_path))
+    actor, rollout = config.actor_rollout_ref.actor, config.actor_rollout_ref.rollout
+    assert config.algorithm.adv_estimator == "agentrl_rloo"
+    assert actor.loss_agg_mode == "seq-mean-token-sum"
+    assert (actor.clip_ratio_low, actor.clip_ratio_high) == (0.2, 0.28)
+    assert actor.use_kl_loss is False and actor.entropy_coeff == 0.0
+    assert rollout.agent.default_agent_loop == agent_loop_name("bugfix") and rollout.n == 8
+    assert rollout.prompt_length == rollout.response_length == rollout.max_model_len == 36864
+    assert config.agentrl.filtering.compact is True and config.agentrl.advantage.masked_in_baseline is True
+    assert config.agentrl.rollout.max_turns == 50 and config.agentrl.verifier.names == ["hidden_tests"]
+    assert config.reward.custom_reward_function.path == "pkg://agentrl_verl.reward"
+    assert config.data.train_files == str(tmp_path / "train.parquet")
+
+
+def test_verls_own_validation_accepts_the_config(deepswe, tmp_path):
+    config = verl_config(deepswe, LaunchPaths("/models/m", tmp_path))
+    assert not need_reference_policy(config) and not need_critic(config)
+    validate_config(config=config, use_reference_policy=False, use_critic=False)
+
+
+@pytest.mark.parametrize("overrides", [
+    {"correction.name": "icepop"}, {"correction.name": "geometric_sequence_mask"},
+    {"advantage.estimator": "grpo", "filtering.compact": False, "loss.aggregation": "token-mean"},
+    {"loss.aggregation": "seq-mean-token-sum-norm", "train.lora": True, "loss.clip_c": 3.0},
+])
+def test_other_recipes_compose_too(tmp_path, overrides):
+    recipe = load_recipe("deepswe_grpopp", overrides, "laptop")
+    config = verl_config(recipe, LaunchPaths("/models/m", tmp_path))
+    assert config.agentrl.recipe == "deepswe_grpopp"
+    if "advantage.estimator" in overrides:
+        assert config.algorithm.adv_estimator == "grpo" and config.algorithm.norm_adv_by_std_in_grpo is True
+    if overrides.get("loss.aggregation") == "seq-mean-token-sum-norm":
+        assert config.actor_rollout_ref.actor.loss_scale_factor == 1024
+        assert config.actor_rollout_ref.model.lora_rank == 8 and config.actor_rollout_ref.actor.clip_ratio_c == 3.0
+
+
+def test_values_survive_hydras_grammar():
+    assert hydra_value("0.5_5.0") == "'0.5_5.0'" and hydra_value("pkg://a.b") == "pkg://a.b"
+    assert hydra_value(["a", True, None, 1e9]) == "[a,true,null,1000000000.0]"
+
+
+def test_dry_run_prints_the_complete_command():
+    result = subprocess.run(AGENTRL + ["run", "deepswe_grpopp", "--framework", "verl", "--dry-run"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    words = shlex.split(result.stdout.strip().splitlines()[-1])
+    assert words[1:3] == ["-m", "verl.trainer.main_ppo"]
+    settings = dict(word.split("=", 1) for word in words[3:])
+    for key, value in {"algorithm.adv_estimator": "agentrl_rloo",
+                       "actor_rollout_ref.actor.loss_agg_mode": "seq-mean-token-sum",
+                       "actor_rollout_ref.actor.clip_ratio_low": "0.2",
+                       "actor_rollout_ref.actor.clip_ratio_high": "0.28",
+                       "actor_rollout_ref.rollout.agent.default_agent_loop": "agentrl_bugfix",
+                       "actor_rollout_ref.rollout.mode": "async",
+                       "+agentrl.filtering.compact": "true", "+agentrl.rollout.max_turns": "6",
+                       "+agentrl.advantage.masked_in_baseline": "true"}.items():
+        assert settings[key] == value
+    assert settings["trainer.default_local_dir"].endswith("/checkpoints")
+
+
+def test_a_launch_writes_the_run_folder_dataset_and_model_then_runs_main_ppo(tmp_path, monkeypatch):
+    monkeypatch.setenv("AGENTRL_CACHE", str(tmp_path / "cache"))
+    launched = []
+    monkeypatch.setattr(launch.subprocess, "run", lambda cmd, env, check: launched.append((cmd, env))
+                        or subprocess.CompletedProcess(cmd, 0))
+    recipe = load_recipe("deepswe_grpopp", {"train.steps": 2}, "laptop")
+    run_dir = launch.launch(recipe, RunOptions(run_dir=tmp_path / "run"))
+    (cmd, env), = launched
+    assert cmd[:3] == [sys.executable, "-m", "verl.trainer.main_ppo"]
+    settings = dict(word.split("=", 1) for word in cmd[3:])
+    assert Path(settings["data.train_files"]).is_file() and Path(settings["data.val_files"]).is_file()
+    assert (Path(settings["actor_rollout_ref.model.path"]) / "config.json").is_file()
+    assert settings["trainer.default_local_dir"] == str(run_dir / "checkpoints")
+    assert env["VERL_FILE_LOGGER_PATH"] == str(run_dir / "verl_metrics.jsonl")
+    assert RunDir(run_dir).load_recipe().train.steps == 2
+
+
+def test_recipes_show_prints_the_table_overrides_and_command():
+    result = subprocess.run(AGENTRL + ["recipes", "show", "deepswe_grpopp", "--framework", "verl"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    for text in ("advantage.estimator", "injected", "native", "mapped", "algorithm.adv_estimator",
+                 "python -m verl.trainer.main_ppo"):
+        assert text in result.stdout
