@@ -80,6 +80,8 @@ def test_the_launcher_sets_what_these_tests_use():
     overrides = hydra_overrides(recipe, default_paths(recipe))
     actor = "actor_rollout_ref.actor."
     assert overrides[actor + "clip_ratio_low"] == 0.2 and overrides[actor + "clip_ratio_high"] == 0.28
-    assert overrides[actor + "clip_ratio_c"] == NO_DUAL_CLIP
+    assert overrides[actor + "clip_ratio_c"] == recipe.loss.clip_c == 3.0
+    without = hydra_overrides(load_recipe("grpo"), default_paths(recipe))
+    assert without[actor + "clip_ratio_c"] == NO_DUAL_CLIP
     assert overrides[actor + "loss_agg_mode"] == "seq-mean-token-sum"
     assert overrides[actor + "ppo_mini_batch_size"] == overrides["data.train_batch_size"]

@@ -88,7 +88,8 @@ def describe(recipe: Recipe) -> FrameworkConfig:
         ComponentMapping("loss.clip_low", l.clip_low, "epsilon", "native"),
         ComponentMapping("loss.clip_high", l.clip_high, "epsilon_high", "native"),
         ComponentMapping("loss.clip_c", l.clip_c, "-", "approximated" if l.clip_c is not None else "native",
-                         "TRL has no dual clip; ignored" if l.clip_c is not None else "no dual clip in either"),
+                         "TRL has no dual clip: it binds only where A < 0 and the ratio exceeds clip_c, which one "
+                         "on-policy update per step never reaches" if l.clip_c is not None else "no dual clip"),
         ComponentMapping("loss.kl_coef", l.kl_coef, "beta", "native"),
         ComponentMapping("loss.entropy_coef", l.entropy_coef, "entropy_coef", "native"),
         ComponentMapping("correction.name", recipe.correction.name, "advantages (B, T)", "injected",

@@ -1,0 +1,254 @@
+"""The recipe in OpenRLHF 0.11.2's terms: ``train_ppo_ray`` flags, what the runtime-env hook patches, and the table.
+
+Native where OpenRLHF's own code computes the same numbers: ``rloo`` and ``dr_grpo`` (every
+sample of a group, filtered or not, enters its baseline, as with ``masked_in_baseline``),
+token TIS (``token`` + ``clip`` with band [0, C]), IcePop (``token`` + ``mask``), the clip
+range, the dual clip, and the token-mean and seq-mean-token-mean aggregations. Everything else
+is patched inside the workers: ``RemoteExperienceMaker.compute_advantages_and_returns`` runs the
+core estimator, ``PolicyLoss.forward`` the core surrogate, correction and aggregation.
+
+OpenRLHF has no seq-mean-token-sum: the patched ``PolicyLoss.forward`` sums each micro-batch's
+token losses with the core and divides by OpenRLHF's own count of sequences that carry loss
+tokens over the optimizer step (``global_batch_size``, across data-parallel ranks), which is
+the core's R, so the step's loss is exactly the core's.
+
+The cluster flags describe one node with one GPU shared by the trainer and one vLLM engine
+(OpenRLHF's hybrid engine, sleeping in turn); edit the printed command for a larger cluster.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentrl_plugins.adapter import ComponentMapping, FrameworkConfig
+from agentrl_plugins.recipe_schema import Recipe
+
+from agentrl_openrlhf.recipe_env import RECIPE_ENV
+from agentrl_openrlhf.shipped import AGENT_EXECUTOR
+
+CLI_MODULE = "openrlhf.cli.train_ppo_ray"
+RUNTIME_ENV_HOOK = "agentrl_openrlhf.ray_hook.runtime_env_hook"
+NATIVE_AGGREGATIONS = ("token-mean", "seq-mean-token-mean")
+ESTIMATOR_FLAGS = {"grpo": "group_norm", "dr_grpo": "dr_grpo", "rloo": "rloo"}
+EXACT_ESTIMATORS = ("dr_grpo", "rloo")
+CLUSTER_FLAGS: dict[str, Any] = {
+    "actor.num_nodes": 1,
+    "actor.num_gpus_per_node": 1,
+    "vllm.num_engines": 1,
+    "vllm.tensor_parallel_size": 1,
+    "vllm.gpu_memory_utilization": 0.5,
+    "train.colocate_all": True,
+    "vllm.enable_sleep": True,
+    "ds.enable_sleep": True,
+}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Which OpenRLHF methods the runtime-env hook replaces for a recipe."""
+
+    advantages: bool
+    policy_loss: bool
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """The files a launch reads: the run's recipe, prompt datasets, checkpoints and the model."""
+
+    recipe: Path
+    train_data: Path
+    eval_data: Path
+    checkpoints: Path
+    final: Path
+    model: Path
+
+
+def native_correction(recipe: Recipe) -> dict[str, Any] | None:
+    """OpenRLHF's ``is_correction_*`` flags that compute the recipe's correction exactly, or None."""
+    settings = recipe.correction
+    flags = {
+        "none": {"level": "off"},
+        "token_tis": {"level": "token", "mode": "clip", "gating": "ratio", "threshold": [0.0, settings.cap]},
+        "icepop": {"level": "token", "mode": "mask", "gating": "ratio", "threshold": [settings.low, settings.high]},
+    }.get(settings.name)
+    return None if flags is None else {f"algo.advantage.is_correction_{k}": v for k, v in flags.items()}
+
+
+def plan(recipe: Recipe) -> Plan:
+    """Patch the estimator unless OpenRLHF's is exact, and the loss unless aggregation and correction both are."""
+    native_estimator = recipe.advantage.estimator in EXACT_ESTIMATORS and recipe.advantage.masked_in_baseline
+    native_loss = recipe.loss.aggregation in NATIVE_AGGREGATIONS and native_correction(recipe) is not None
+    return Plan(advantages=not native_estimator, policy_loss=not native_loss)
+
+
+def train_flags(recipe: Recipe, paths: RunPaths) -> dict[str, Any]:
+    """``train_ppo_ray`` flags (dotted names, without ``--``); ``True`` is a bare switch."""
+    r, loss, optim, train = recipe.rollout, recipe.loss, recipe.optim, recipe.train
+    # A correction OpenRLHF lacks still switches a native one on, only so that vLLM returns processed
+    # (temperature-scaled) log-probs; the patched PolicyLoss.forward applies the core's instead.
+    correction = native_correction(recipe) or {
+        "algo.advantage.is_correction_level": "token", "algo.advantage.is_correction_mode": "mask",
+        "algo.advantage.is_correction_threshold": [recipe.correction.low, recipe.correction.high]}
+    flags: dict[str, Any] = {
+        "actor.model_name_or_path": str(paths.model),
+        "train.agent_func_path": str(AGENT_EXECUTOR),
+        "data.prompt_dataset": str(paths.train_data),
+        "data.input_key": "prompt",
+        "data.label_key": "label",
+        "data.max_len": r.max_context_tokens,
+        "rollout.n_samples_per_prompt": r.group_size,
+        "rollout.batch_size": r.tasks_per_step,
+        "train.batch_size": r.group_size * r.tasks_per_step,
+        "train.max_epochs": optim.updates_per_step,
+        "train.num_episodes": 1,
+        "rollout.temperature": r.temperature,
+        "rollout.top_p": r.top_p,
+        "algo.advantage.estimator": ESTIMATOR_FLAGS.get(recipe.advantage.estimator, "rloo"),
+        "actor.eps_clip_low_high": [loss.clip_low, loss.clip_high],
+        "algo.kl.init_coef": loss.kl_coef,
+        "actor.adam.lr": optim.lr,
+        "actor.adam.weight_decay": optim.weight_decay,
+        "actor.max_norm": optim.max_grad_norm,
+        "train.seed": train.seed,
+        **correction,
+        "eval.dataset": str(paths.eval_data),
+        "eval.steps": train.eval_every,
+        "eval.n_samples_per_prompt": train.eval_episodes_per_task,
+        "eval.temperature": r.temperature,
+        "ckpt.path": str(paths.checkpoints),
+        "ckpt.output_dir": str(paths.final),
+        **CLUSTER_FLAGS,
+    }
+    if loss.aggregation in NATIVE_AGGREGATIONS:
+        flags["actor.loss_agg_mode"] = loss.aggregation
+    if loss.clip_c is not None:
+        flags["actor.dual_clip"] = loss.clip_c
+    if loss.kl_coef > 0:
+        flags.update({"algo.kl.use_loss": True, "algo.kl.estimator": "k3"})
+    if loss.entropy_coef != 0:
+        flags["actor.entropy_coef"] = loss.entropy_coef
+    if train.lora:
+        flags.update({"ds.lora.rank": 8, "ds.lora.alpha": 16})
+    return flags
+
+
+def command(flags: dict[str, Any], recipe_file: Path) -> list[str]:
+    """``env RAY_RUNTIME_ENV_HOOK=... AGENTRL_OPENRLHF_RECIPE=... python -m openrlhf.cli.train_ppo_ray --...``."""
+    args = ["env", f"RAY_RUNTIME_ENV_HOOK={RUNTIME_ENV_HOOK}", f"{RECIPE_ENV}={recipe_file}",
+            sys.executable, "-m", CLI_MODULE]
+    for key, value in flags.items():
+        if value is True:
+            args.append(f"--{key}")
+        elif isinstance(value, (list, tuple)):
+            args += [f"--{key}", *map(str, value)]
+        else:
+            args += [f"--{key}", str(value)]
+    return args
+
+
+def mappings(recipe: Recipe, flags: dict[str, Any]) -> list[ComponentMapping]:
+    """One row per recipe key: the OpenRLHF setting, and native, mapped, injected, patched or approximated."""
+    r, loss, optim, train = recipe.rollout, recipe.loss, recipe.optim, recipe.train
+    correction = native_correction(recipe)
+    exact = not plan(recipe).advantages
+    return [
+        ComponentMapping("advantage.estimator", recipe.advantage.estimator,
+                         f"algo.advantage.estimator={flags['algo.advantage.estimator']}",
+                         "native" if exact else "patched",
+                         "" if exact else "RemoteExperienceMaker.compute_advantages_and_returns runs the core "
+                                          "estimator; the flag only picks OpenRLHF's group path (no critic)"),
+        ComponentMapping("advantage.masked_in_baseline", recipe.advantage.masked_in_baseline, "(group baseline)",
+                         "native" if exact else "patched",
+                         "OpenRLHF's baseline counts every sample of a group; a filtered one keeps its reward"
+                         if recipe.advantage.masked_in_baseline else "the patched estimator drops filtered samples"),
+        ComponentMapping("loss.aggregation", loss.aggregation,
+                         f"actor.loss_agg_mode={loss.aggregation}" if loss.aggregation in NATIVE_AGGREGATIONS
+                         else "PolicyLoss.forward", _aggregation_status(recipe), _aggregation_note(recipe)),
+        _norm_constant_row(recipe),
+        ComponentMapping("loss.clip_low", loss.clip_low, "actor.eps_clip_low_high[0]", "native"),
+        ComponentMapping("loss.clip_high", loss.clip_high, "actor.eps_clip_low_high[1]", "native"),
+        ComponentMapping("loss.clip_c", loss.clip_c, "actor.dual_clip", "native",
+                         "" if loss.clip_c is not None else "no dual clip in either"),
+        ComponentMapping("loss.kl_coef", loss.kl_coef, "algo.kl.init_coef", "native" if loss.kl_coef == 0 else "mapped",
+                         "0: no reference model" if loss.kl_coef == 0 else "k3 KL loss (algo.kl.use_loss)"),
+        ComponentMapping("loss.entropy_coef", loss.entropy_coef, "actor.entropy_coef", "native",
+                         "0: flag unset, no entropy term" if loss.entropy_coef == 0 else ""),
+        ComponentMapping("correction.name", recipe.correction.name,
+                         "algo.advantage.is_correction_*" if correction else "PolicyLoss.forward",
+                         "native" if correction else "patched", _correction_note(recipe, correction)),
+        ComponentMapping("filtering.compact", recipe.filtering.compact, "AgentExecutor: action_ranges=[]", "injected",
+                         f"reasons {recipe.filtering.reasons}: the episode keeps its reward but no loss token"),
+        ComponentMapping("rollout.group_size", r.group_size, "rollout.n_samples_per_prompt", "native"),
+        ComponentMapping("rollout.tasks_per_step", r.tasks_per_step, "rollout.batch_size", "native",
+                         f"train.batch_size={flags['train.batch_size']}: one optimizer step per pass"),
+        ComponentMapping("rollout.temperature", r.temperature, "rollout.temperature", "native"),
+        ComponentMapping("rollout.top_p", r.top_p, "rollout.top_p", "native"),
+        ComponentMapping("rollout.top_k", r.top_k, "-", "native" if r.top_k == -1 else "approximated",
+                         "OpenRLHF 0.11.2 has no top-k flag; its rollouts sample with top_k=-1"),
+        ComponentMapping("rollout.max_turns", r.max_turns, "AgentExecutor", "injected", "core episode runner limits"),
+        ComponentMapping("rollout.max_context_tokens", r.max_context_tokens, "data.max_len", "mapped",
+                         "the runner's context budget and OpenRLHF's truncation length"),
+        ComponentMapping("rollout.max_new_tokens_per_turn", r.max_new_tokens_per_turn, "AgentExecutor", "injected"),
+        ComponentMapping("rollout.timeout_s", r.timeout_s, "AgentExecutor", "injected"),
+        ComponentMapping("optim.lr", optim.lr, "actor.adam.lr", "native"),
+        ComponentMapping("optim.weight_decay", optim.weight_decay, "actor.adam.weight_decay", "native"),
+        ComponentMapping("optim.max_grad_norm", optim.max_grad_norm, "actor.max_norm", "native"),
+        ComponentMapping("optim.updates_per_step", optim.updates_per_step, "train.max_epochs", "mapped"),
+        ComponentMapping("verifier.names", recipe.verifier.names, "AgentExecutor", "injected",
+                         "the recipe's verifier gives each episode's reward"),
+        ComponentMapping("environment.name", recipe.environment.name, "AgentExecutor", "injected",
+                         "dataset label = task id (agentrl openrlhf dataset)"),
+        ComponentMapping("train.steps", train.steps, "data.prompt_dataset", "mapped",
+                         "steps x tasks_per_step prompt rows, train.num_episodes=1"),
+        ComponentMapping("train.seed", train.seed, "train.seed", "native"),
+        ComponentMapping("train.eval_every", train.eval_every, "eval.steps", "native"),
+        ComponentMapping("train.eval_episodes_per_task", train.eval_episodes_per_task, "eval.n_samples_per_prompt",
+                         "native"),
+        ComponentMapping("train.lora", train.lora, "ds.lora.rank", "mapped", "rank 8, alpha 16, all linear layers"),
+    ]
+
+
+def _norm_constant_row(recipe: Recipe) -> ComponentMapping:
+    value = recipe.loss.norm_constant
+    if recipe.loss.aggregation == "seq-mean-token-sum-norm":
+        return ComponentMapping("loss.norm_constant", value, "PolicyLoss.forward", "patched",
+                                "divides the step's seq-mean-token-sum")
+    return ComponentMapping("loss.norm_constant", value, "-", "native", "unused: only seq-mean-token-sum-norm reads it")
+
+
+def _aggregation_status(recipe: Recipe) -> str:
+    if recipe.loss.aggregation == "token-sum":
+        return "approximated"
+    return "native" if recipe.loss.aggregation in NATIVE_AGGREGATIONS else "patched"
+
+
+def _aggregation_note(recipe: Recipe) -> str:
+    return {
+        "token-mean": "",
+        "seq-mean-token-mean": "OpenRLHF adds 1e-8 to each row's token count (relative difference below 1e-8)",
+        "seq-mean-token-sum": "no such mode in OpenRLHF: the core's token sums divided by OpenRLHF's step count of "
+                              "sequences with loss tokens (global_batch_size), which is the core's R: exact",
+        "seq-mean-token-sum-norm": "as seq-mean-token-sum, then divided by loss.norm_constant: exact",
+        "token-sum": "the micro-batch sum times dp_size: exact only with one micro-batch per optimizer step",
+    }[recipe.loss.aggregation]
+
+
+def _correction_note(recipe: Recipe, native: dict[str, Any] | None) -> str:
+    if native is None:
+        return ("the core correction on old vs rollout log-probs; the is_correction flags are set only so that "
+                "vLLM returns processed log-probs")
+    return {
+        "none": "",
+        "token_tis": "token + clip, band [0, cap]; OpenRLHF does not clamp the log-ratio at +-20 (weights differ "
+                     "below 2.1e-9)",
+        "icepop": "token + mask; rejected tokens keep their place in the denominator, as in the core's weights",
+    }[recipe.correction.name]
+
+
+def describe(recipe: Recipe, paths: RunPaths) -> FrameworkConfig:
+    """The flags, the mapping table and the launch command for ``recipe`` with ``paths``."""
+    flags = train_flags(recipe, paths)
+    return FrameworkConfig("openrlhf", flags, mappings(recipe, flags), command(flags, paths.recipe))

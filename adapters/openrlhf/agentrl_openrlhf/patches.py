@@ -1,0 +1,159 @@
+"""Replacements for OpenRLHF 0.11.2 methods that put the core's estimator, correction and aggregation in its workers.
+
+OpenRLHF has no registry for estimators or losses, so the runtime-env hook replaces methods on
+the classes themselves (instances look methods up on their class, so every worker's objects use
+them). Each target is checked first: the class must exist and the method must have the 0.11.2
+parameters, else :class:`PatchError` names the target, what was found and the installed version.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import inspect
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from agentrl_plugins.algorithm import RecipeAlgorithm
+from agentrl_plugins.algorithms.policy_loss import clipped_surrogate
+from agentrl_plugins.errors import AgentRLError
+from agentrl_plugins.recipe_schema import Recipe
+
+from agentrl_openrlhf.aggregation import step_loss
+from agentrl_openrlhf.config import plan
+from agentrl_openrlhf.terminations import terminations_from_info
+
+OPENRLHF_VERSION = "0.11.2"
+EXPERIENCE_MAKER = ("openrlhf.trainer.ppo_utils.experience_maker", "RemoteExperienceMaker",
+                    "compute_advantages_and_returns", ("self", "experiences"))
+POLICY_LOSS = ("openrlhf.models.loss", "PolicyLoss", "forward",
+               ("self", "log_probs", "old_log_probs", "advantages", "action_mask", "rollout_log_probs", "dp_size",
+                "batch_num_tokens", "global_batch_size"))
+
+
+class PatchError(AgentRLError):
+    """An OpenRLHF method to patch is missing or has changed."""
+
+
+@dataclass(frozen=True)
+class Patch:
+    """``owner.name = replacement``."""
+
+    owner: type
+    name: str
+    replacement: Callable[..., Any]
+
+    def apply(self) -> None:
+        setattr(self.owner, self.name, self.replacement)
+
+
+def _installed_version() -> str:
+    try:
+        return importlib.metadata.version("openrlhf")
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def target(module: str, owner: str, method: str, parameters: tuple[str, ...]) -> type:
+    """The class ``module.owner`` after checking that ``method`` takes exactly ``parameters``."""
+    where = f"{module}.{owner}.{method}"
+    found = f"agentrl-openrlhf patches OpenRLHF {OPENRLHF_VERSION}; installed: {_installed_version()}"
+    try:
+        cls = getattr(importlib.import_module(module), owner)
+        function = getattr(cls, method)
+    except (ImportError, AttributeError) as error:
+        raise PatchError(f"cannot patch {where}: {error} ({found})") from None
+    actual = tuple(inspect.signature(function).parameters)
+    if actual != parameters:
+        raise PatchError(f"cannot patch {where}: expected parameters {parameters}, found {actual} ({found})")
+    return cls
+
+
+def advantages_method(algorithm: RecipeAlgorithm) -> Callable[..., Any]:
+    """``compute_advantages_and_returns`` with the recipe's estimator in place of OpenRLHF's if/elif chain.
+
+    Length penalties, the KL reward, reward clipping and the per-token returns are OpenRLHF's.
+    Groups are consecutive ``n_samples_per_prompt`` samples of the rollout order, as in OpenRLHF.
+    """
+    from openrlhf.models.utils import compute_reward
+    from openrlhf.trainer.ppo_utils.length_penalty import apply_length_penalties
+
+    @torch.no_grad()
+    def compute_advantages_and_returns(self, experiences):
+        args = self.strategy.args
+        for experience in experiences:
+            experience.rewards = experience.rewards.to(torch.promote_types(experience.rewards.dtype, torch.float32))
+        apply_length_penalties(experiences, args)
+        index = torch.tensor([i for e in experiences for i in e.index])
+        rewards = torch.cat([e.rewards for e in experiences])
+        ended = [reason for e in experiences for reason in terminations_from_info(e.info, len(e.index))]
+        values = algorithm.advantages(rewards, index // args.rollout.n_samples_per_prompt, ended).values
+        for experience, advantage in zip(experiences, values.split([len(e.index) for e in experiences])):
+            reward = compute_reward(advantage, self.kl_ctl.value, experience.kl, action_mask=experience.action_mask,
+                                    reward_clip_range=args.reward.clip_range)
+            experience.returns = self.get_cumulative_returns(reward, experience.action_mask, 1.0)
+            experience.advantages = experience.returns.clone()
+            experience.info["return"] = reward.sum(dim=-1)
+            experience.kl = None
+        return experiences
+
+    return compute_advantages_and_returns
+
+
+def policy_loss_forward(algorithm: RecipeAlgorithm) -> Callable[..., Any]:
+    """``PolicyLoss.forward`` from the core: surrogate, correction and aggregation, with OpenRLHF's clip settings.
+
+    The correction compares the trainer's log-probs before the update (``old_log_probs``) with
+    the rollout engine's, as OpenRLHF's own does. Returns OpenRLHF's five values; the last two
+    (rollout KL, share of capped or masked tokens) are None without a correction.
+    """
+    from openrlhf.models.utils import masked_mean
+
+    recipe = algorithm.recipe
+    corrected = recipe.correction.name != "none"
+
+    def forward(self, log_probs, old_log_probs, advantages, action_mask=None, rollout_log_probs=None, dp_size=1,
+                batch_num_tokens=None, global_batch_size=None):
+        if self.policy_loss_type != "ppo":
+            raise PatchError(f"the recipe's loss replaces OpenRLHF's ppo loss, not {self.policy_loss_type!r}")
+        correction = None
+        if corrected:
+            if rollout_log_probs is None:
+                raise PatchError(f"correction {recipe.correction.name!r} needs the rollout engine's log-probs")
+            correction = algorithm.correct(old_log_probs, rollout_log_probs, action_mask)
+        surrogate = clipped_surrogate(log_probs, old_log_probs, advantages, action_mask, clip_low=self.clip_eps_low,
+                                      clip_high=self.clip_eps_high, clip_c=self.dual_clip,
+                                      weights=None if correction is None else correction.weights)
+        loss = step_loss(surrogate.per_token_loss, action_mask, recipe.loss, dp_size, batch_num_tokens,
+                         global_batch_size)
+        clip_ratio = torch.tensor(surrogate.clip_fraction, device=loss.device)
+        ppo_kl = masked_mean((old_log_probs - log_probs).detach(), action_mask, dim=None)
+        if correction is None:
+            return loss, clip_ratio, ppo_kl, None, None
+        rollout_kl = masked_mean(rollout_log_probs - old_log_probs, action_mask, dim=None)
+        filtered = correction.metrics["capped_fraction"] + correction.metrics["masked_fraction"]
+        return loss, clip_ratio, ppo_kl, rollout_kl, torch.tensor(filtered, device=loss.device)
+
+    return forward
+
+
+def patches(recipe: Recipe, plugin_manager: Any = None) -> list[Patch]:
+    """The patches ``recipe`` needs (none when OpenRLHF is exactly equivalent), each target checked."""
+    needed = plan(recipe)
+    algorithm = RecipeAlgorithm.from_recipe(recipe, plugin_manager)
+    found: list[Patch] = []
+    if needed.advantages:
+        found.append(Patch(target(*EXPERIENCE_MAKER), EXPERIENCE_MAKER[2], advantages_method(algorithm)))
+    if needed.policy_loss:
+        found.append(Patch(target(*POLICY_LOSS), POLICY_LOSS[2], policy_loss_forward(algorithm)))
+    return found
+
+
+def install(recipe: Recipe) -> list[str]:
+    """Apply every patch ``recipe`` needs in this process; returns the patched ``Class.method`` names."""
+    applied = patches(recipe)
+    for patch in applied:
+        patch.apply()
+    return [f"{patch.owner.__name__}.{patch.name}" for patch in applied]

@@ -1,0 +1,29 @@
+"""Which recipe the code inside OpenRLHF's processes follows: one environment variable.
+
+OpenRLHF loads the agent executor and the reward file by path, with no arguments, so the
+recipe travels as ``AGENTRL_OPENRLHF_RECIPE``: a registered recipe name (``deepswe_grpopp``)
+or the path of a recipe TOML file (``agentrl run`` passes its run folder's ``recipe.toml``).
+The runtime-env hook forwards the variable to every Ray worker; a path must be readable where
+the workers run, as OpenRLHF's own ``--train.agent_func_path`` must.
+"""
+
+from __future__ import annotations
+
+import os
+
+from agentrl_plugins.errors import AgentRLError
+from agentrl_plugins.recipe import load_recipe
+from agentrl_plugins.recipe_schema import Recipe
+
+RECIPE_ENV = "AGENTRL_OPENRLHF_RECIPE"
+
+
+def recipe_from_env() -> Recipe:
+    """The recipe ``AGENTRL_OPENRLHF_RECIPE`` names; a clear error when it is unset."""
+    value = os.environ.get(RECIPE_ENV)
+    if not value:
+        raise AgentRLError(
+            f"{RECIPE_ENV} is not set: set it to a recipe name (e.g. deepswe_grpopp) or a recipe .toml path "
+            "before launching OpenRLHF (agentrl run RECIPE --framework openrlhf sets it for you)"
+        )
+    return load_recipe(value)

@@ -1,0 +1,1 @@
+"""STUB of ``flash_attn.utils`` for CPU tests only."""

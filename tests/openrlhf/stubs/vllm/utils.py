@@ -1,0 +1,7 @@
+"""STUB of ``vllm.utils`` for CPU tests only."""
+
+import uuid
+
+
+def random_uuid() -> str:
+    return uuid.uuid4().hex

@@ -1,0 +1,92 @@
+"""The launch command: complete and valid for OpenRLHF's own command line, printed by ``--dry-run``, run otherwise."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import flags_of, parse_openrlhf_cli
+from typer.testing import CliRunner
+
+from agentrl_plugins.adapter import RunOptions
+from agentrl_plugins.cli import build_app
+from agentrl_plugins.errors import AgentRLError
+from agentrl_plugins.recipe import load_recipe
+
+from agentrl_openrlhf.adapter import OpenRLHFAdapter
+from agentrl_openrlhf.config import RUNTIME_ENV_HOOK
+from agentrl_openrlhf.recipe_env import RECIPE_ENV
+from agentrl_openrlhf.shipped import AGENT_EXECUTOR
+
+DEEPSWE_STATUS = {
+    "advantage.estimator": "native", "advantage.masked_in_baseline": "native", "loss.aggregation": "patched",
+    "loss.clip_low": "native", "loss.clip_high": "native", "loss.kl_coef": "native", "loss.entropy_coef": "native",
+    "correction.name": "native", "filtering.compact": "injected", "rollout.group_size": "native",
+}
+
+
+def dry_run(args: list[str], tmp_path: Path) -> list[str]:
+    result = CliRunner().invoke(build_app(), ["run", *args, "--framework", "openrlhf", "--dry-run",
+                                              "--out", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    return shlex.split(result.output.strip())
+
+
+def test_the_dry_run_command_is_what_openrlhf_parses(tmp_path, monkeypatch):
+    command = dry_run(["deepswe_grpopp"], tmp_path)
+    recipe = load_recipe("deepswe_grpopp", profile="laptop")
+    run = (tmp_path / "run").resolve()
+    assert command[:3] == ["env", f"RAY_RUNTIME_ENV_HOOK={RUNTIME_ENV_HOOK}", f"{RECIPE_ENV}={run / 'recipe.toml'}"]
+    assert command[4:6] == ["-m", "openrlhf.cli.train_ppo_ray"]
+    args = parse_openrlhf_cli(flags_of(command), monkeypatch)
+    assert args.train.agent_func_path == str(AGENT_EXECUTOR) and args.reward.remote_url == ["agent"]
+    assert args.algo.advantage.estimator == "rloo" and args.critic.model_name_or_path is None
+    assert args.actor.eps_clip_low_high == [0.2, 0.28] and args.algo.kl.init_coef == 0.0
+    assert args.actor.entropy_coef is None and args.algo.advantage.is_correction_level == "off"
+    rollout = recipe.rollout
+    assert (args.rollout.n_samples_per_prompt, args.rollout.batch_size, args.train.batch_size) == (
+        rollout.group_size, rollout.tasks_per_step, rollout.group_size * rollout.tasks_per_step)
+    assert args.data.max_len == recipe.rollout.max_context_tokens == 1024
+    assert args.data.prompt_dataset == str(run / "prompts.jsonl")
+    assert args.eval.dataset == str(run / "eval_prompts.jsonl")
+    assert (args.data.input_key, args.data.label_key) == ("prompt", "label")
+    assert args.actor.adam.lr == recipe.optim.lr and args.train.seed == recipe.train.seed
+    assert args.ckpt.output_dir == str(run / "final")
+    assert not (tmp_path / "run").exists(), "a dry run writes nothing"
+
+
+def test_describe_marks_what_is_native_patched_and_injected():
+    config = OpenRLHFAdapter().describe(load_recipe("deepswe_grpopp"))
+    status = {m.key: m.status for m in config.mappings}
+    assert {key: status[key] for key in DEEPSWE_STATUS} == DEEPSWE_STATUS
+    aggregation = next(m for m in config.mappings if m.key == "loss.aggregation")
+    assert aggregation.setting == "PolicyLoss.forward" and "global_batch_size" in aggregation.note
+    assert "actor.loss_agg_mode" not in config.native and config.native["algo.advantage.estimator"] == "rloo"
+    shown = CliRunner().invoke(build_app(), ["recipes", "show", "deepswe_grpopp", "--framework", "openrlhf"])
+    assert shown.exit_code == 0 and "openrlhf.cli.train_ppo_ray" in shown.output and "patched" in shown.output
+
+
+def test_a_run_writes_its_folder_and_launches_the_command(tmp_path, monkeypatch):
+    launched = []
+    monkeypatch.setattr(subprocess, "run", lambda command, check: launched.append(command) or
+                        subprocess.CompletedProcess(command, 0))
+    model = tmp_path / "model"
+    model.mkdir()
+    recipe = load_recipe("deepswe_grpopp", {"train.steps": 3, "rollout.tasks_per_step": 2}, "laptop")
+    folder = OpenRLHFAdapter().run(recipe, RunOptions(run_dir=tmp_path / "run", model=str(model)))
+    (command,) = launched
+    assert folder == tmp_path / "run" and command[command.index("--actor.model_name_or_path") + 1] == str(model)
+    assert load_recipe(str(folder / "recipe.toml")) == recipe
+    rows = [json.loads(line) for line in (folder / "prompts.jsonl").read_text().splitlines()]
+    held_out = [json.loads(line) for line in (folder / "eval_prompts.jsonl").read_text().splitlines()]
+    assert len(rows) == 6 and {r["label"] for r in held_out} == {"days_left", "head", "is_sorted", "to_fahrenheit",
+                                                                  "percent", "middle"}
+    assert json.loads((folder / "run.json").read_text())["command"] == command
+
+
+def test_a_missing_model_folder_is_a_clear_error(tmp_path):
+    with pytest.raises(AgentRLError, match="not a local model folder"):
+        OpenRLHFAdapter().run(load_recipe("grpo"), RunOptions(run_dir=tmp_path / "run", model=str(tmp_path / "no")))
