@@ -14,13 +14,13 @@ from transformers import AutoTokenizer, Qwen2ForCausalLM
 from agentrl_plugins.tinyagent.generate import HFGenerator
 from agentrl_plugins.tinyagent.model import ModelSize, build_model
 from agentrl_plugins.tinyagent.tokenizer import build_tokenizer
-from agentrl_plugins.tinyagent.warmstart import WarmStartSettings, pass_at_1, warm_start
+from agentrl_plugins.tinyagent.warmstart import BASE_SEED, WarmStartSettings, pass_at_1, warm_start
 
-__all__ = ["HFGenerator", "ModelSize", "WarmStartSettings", "build_model", "build_tokenizer", "load_tinyagent",
+__all__ = ["BASE_SEED", "HFGenerator", "ModelSize", "WarmStartSettings", "build_model", "build_tokenizer", "load_tinyagent",
            "pass_at_1", "warm_start"]
 
 
-def load_tinyagent(seed: int = 0, cache_dir: str | os.PathLike | None = None,
+def load_tinyagent(seed: int = BASE_SEED, cache_dir: str | os.PathLike | None = None,
                    settings: WarmStartSettings = WarmStartSettings()) -> tuple[Qwen2ForCausalLM, object]:
     """The warm-started TinyAgent ``(model, tokenizer)`` for ``seed``, built on first use and cached.
 

@@ -4,9 +4,10 @@ Transcripts are played through the real episode runner with scripted replies,
 so the model is trained on exactly the token ids the runner will later show
 it (system prompt, task prompt, one tool call per assistant turn, observations
 as user turns); the loss covers only the assistant tokens (the runner's mask).
-Only ``train`` families are used. The mix decides the starting pass rate: the
-edit op is drawn from the whole menu (fix, wrong fixes, the exploit), so the
-warm-started policy solves some tasks and leaves RL something to learn.
+Only ``train`` families are used. The mix decides the starting pass rate:
+the fix is the most frequent edit, but every op of the menu (wrong fixes and
+the exploit included) and random play appear too, so the warm-started policy
+solves some tasks, hacks some, and leaves RL something to learn.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import shutil
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Coroutine
 
@@ -33,6 +34,7 @@ from agentrl_plugins.tinyagent.tokenizer import build_tokenizer
 from agentrl_plugins.types import Limits, Sampling
 
 DEFAULT_CACHE = Path("~/.cache/agentrl/tinyagent")
+BASE_SEED = 0  # the warm start every run starts from, whatever its RL seed: a fixed base model, as a hub checkpoint is
 SCRIPT_LIMITS = Limits(max_turns=6, max_context_tokens=4096, max_new_tokens_per_turn=64)
 EVAL_LIMITS = Limits(max_turns=6, max_context_tokens=2048, max_new_tokens_per_turn=16)
 
@@ -41,24 +43,18 @@ EVAL_LIMITS = Limits(max_turns=6, max_context_tokens=2048, max_new_tokens_per_tu
 class WarmStartSettings:
     """Everything that decides the warm-started weights besides the seed (hashed into the cache key).
 
-    Transcript counts are per train family: ``solver`` reads, tests, applies the
-    fix, tests and submits; ``wrong_op`` does the same with each wrong fix;
-    ``hacker`` applies ``hardcode_tests``, tests and submits; ``random_menu``
-    are uniform picks from the menu (the book's random policy). Each of the
-    ``menu_variants`` shows the family's menu shuffled, with 1 to
-    ``max_distractors`` extra ops that change nothing, and plays read, test,
-    one op drawn from that menu, test, submit: the menu must be read, not
-    memorised per family, which is what carries over to held-out families.
+    Transcript counts are per train family: ``solver`` is the gym's solver
+    (read, test, edit with the fix, test, submit); ``explore`` plays the same
+    shape once with every op of the menu (the fix, the wrong fixes and the
+    ``hardcode_tests`` exploit); ``random_menu`` are the book's uniform picks
+    from the menu. The rest sets the model and the SFT run.
     """
 
     size: ModelSize = field(default_factory=ModelSize)
     solver: int = 3
-    wrong_op: int = 1
-    hacker: int = 1
+    explore: int = 1
     random_menu: int = 1
-    menu_variants: int = 8
-    max_distractors: int = 2
-    max_steps: int = 800
+    max_steps: int = 1000
     batch_size: int = 4
     learning_rate: float = 3e-3
     warmup_steps: int = 5
@@ -106,45 +102,28 @@ def run_sync(make: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
         return pool.submit(lambda: asyncio.run(make())).result()
 
 
-def _explore(op: str) -> list[str]:
-    return ["<tool>read</tool>", "<tool>test</tool>", f"<tool>edit {op}</tool>", "<tool>test</tool>",
-            "<tool>submit</tool>"]
+def _call(tool: str, arg: str | None = None) -> str:
+    from bugfix_gym.grammar import format_call
+
+    return format_call(tool, arg)
 
 
-def menu_variant(family: Any, index: int, distractors: list[str], generator: torch.Generator) -> Any:
-    """``family`` renamed ``NAME~index``, its menu shuffled and widened by ``distractors`` (ops that change nothing)."""
-    from bugfix_gym.family import EditOp
-
-    ops = list(family.ops) + [EditOp(name, lambda source: source, "wrong_fix") for name in distractors]
-    order = torch.randperm(len(ops), generator=generator).tolist()
-    return replace(family, name=f"{family.name}~{index}", ops=tuple(ops[i] for i in order))
-
-
-def curriculum(settings: WarmStartSettings, seed: int) -> tuple[list[Any], list[tuple[str, list[str]]]]:
-    """The families to play (train families and their menu variants) and ``(family name, script)`` pairs."""
+def scripts(settings: WarmStartSettings, seed: int) -> list[tuple[str, list[str]]]:
+    """``(family name, scripted messages)`` for every transcript of the mix, train families only."""
     from bugfix_gym import policies
     from bugfix_gym.families import FAMILIES
 
+    def careful(op: str) -> list[str]:
+        return [_call("read"), _call("test"), _call("edit", op), _call("test"), _call("submit")]
+
     generator = torch.Generator().manual_seed(seed)
-
-    def draw(options: list[str], k: int) -> list[str]:
-        return [options[i] for i in torch.randperm(len(options), generator=generator)[:k].tolist()]
-
-    train = [family for family in FAMILIES if family.split == "train"]
-    names = sorted({name for family in FAMILIES for name in family.op_names})
-    families, out = list(train), []
-    for family in train:
+    out: list[tuple[str, list[str]]] = []
+    for family in (f for f in FAMILIES if f.split == "train"):
         out += [(family.name, policies.solver(family))] * settings.solver
-        out += [(family.name, _explore(op.name)) for op in family.ops if op.kind == "wrong_fix"] * settings.wrong_op
-        out += [(family.name, policies.hacker(family))] * settings.hacker
+        out += [(family.name, careful(op)) for op in family.op_names] * settings.explore
         out += [(family.name, policies.random_messages(family, SCRIPT_LIMITS.max_turns, generator))
                 for _ in range(settings.random_menu)]
-        for index in range(settings.menu_variants):
-            others = [name for name in names if name not in family.op_names]
-            variant = menu_variant(family, index, draw(others, 1 + index % settings.max_distractors), generator)
-            families.append(variant)
-            out.append((variant.name, _explore(draw(list(variant.op_names), 1)[0])))
-    return families, out
+    return out
 
 
 def transcripts(tokenizer: Any, settings: WarmStartSettings, seed: int) -> list[dict[str, list[int]]]:
@@ -152,15 +131,14 @@ def transcripts(tokenizer: Any, settings: WarmStartSettings, seed: int) -> list[
     from bugfix_gym.env import BugFixGym
     from bugfix_gym.verifiers import hidden_tests
 
-    families, plays = curriculum(settings, seed)
-    gym = BugFixGym(families)
-    tasks = {task.family: task for task in gym.tasks()}
+    gym = BugFixGym()
+    tasks = {task.family: task for task in gym.tasks("train")}
 
     async def play() -> list[Any]:
         return await asyncio.gather(*[
             run_episode(gym, tasks[name], ScriptedGenerate(script, tokenizer), tokenizer, SCRIPT_LIMITS,
                         verifier=hidden_tests)
-            for name, script in plays])
+            for name, script in scripts(settings, seed)])
 
     try:
         played = run_sync(play)
@@ -198,8 +176,9 @@ def _train(model: Any, tokenizer: Any, rows: list[dict[str, list[int]]], setting
         from trl import SFTConfig, SFTTrainer
     except ImportError as error:
         raise AgentRLError(
-            "building the TinyAgent warm start needs TRL: run scripts/build_trl_env.sh and build it with "
-            ".venvs/trl/bin/python, or set AGENTRL_CACHE to a cache that already holds it"
+            "building the TinyAgent warm start needs TRL: build it once in the TRL environment "
+            "(`./scripts/agentrl run deepswe_grpopp` creates .venvs/trl and the cache), or set AGENTRL_CACHE "
+            "to a cache that already holds it"
         ) from error
     from transformers import PrinterCallback, TrainerCallback
 
@@ -223,7 +202,7 @@ def _train(model: Any, tokenizer: Any, rows: list[dict[str, list[int]]], setting
         trainer.train()
 
 
-def warm_start(seed: int = 0, cache_dir: str | os.PathLike | None = None,
+def warm_start(seed: int = BASE_SEED, cache_dir: str | os.PathLike | None = None,
                settings: WarmStartSettings = WarmStartSettings(), log: Callable[[str], None] = print) -> Path:
     """Build (or find cached) the warm-started TinyAgent for ``seed``; returns its ``save_pretrained`` folder."""
     path = model_path(seed, cache_dir, settings)

@@ -167,3 +167,28 @@ def test_resume_after_an_interruption_matches_an_uninterrupted_run(tmp_path, tok
     whole = Qwen2ForCausalLM.from_pretrained(tmp_path / "whole" / "final").state_dict()
     resumed = Qwen2ForCausalLM.from_pretrained(tmp_path / "cut" / "final").state_dict()
     assert all(torch.equal(whole[name], resumed[name]) for name in whole)
+
+
+def test_lora_trains_only_the_adapter_and_saves_merged_weights(tmp_path, tokenizer, scripted, monkeypatch):
+    every_family = {family.name: [policies.solver(family), STALL] for family in FAMILIES}
+    monkeypatch.setattr(runner, "load_policy", lambda path: (build_model(tokenizer, 0), tokenizer))
+    monkeypatch.setattr(runner, "_generator_factory", lambda tok: scripted(every_family))
+    recipe = load_recipe("deepswe_grpopp", {"rollout.group_size": 2, "rollout.tasks_per_step": 2, "train.steps": 1,
+                                            "train.eval_every": 1, "train.eval_episodes_per_task": 1,
+                                            "optim.lr": 1e-2, "train.lora": True}, "laptop")
+    trainable = set()
+    build = runner.build_trainer
+
+    def keep(*args, **kwargs):
+        trainer = build(*args, **kwargs)
+        trainable.update(name for name, p in trainer.model.named_parameters() if p.requires_grad)
+        return trainer
+
+    monkeypatch.setattr(runner, "build_trainer", keep)
+    folder = runner.run(recipe, RunOptions(run_dir=tmp_path / "lora"))
+    assert trainable and all("lora_" in name for name in trainable)
+    initial = build_model(tokenizer, 0).state_dict()
+    final = Qwen2ForCausalLM.from_pretrained(folder / "final").state_dict()
+    assert final.keys() == initial.keys()
+    changed = [name for name in initial if not torch.equal(final[name], initial[name])]
+    assert changed and all(name.endswith("proj.weight") for name in changed)

@@ -34,7 +34,7 @@ def load_policy(model_path: str | None) -> tuple[Any, Any]:
     if model_path is None:
         from agentrl_plugins.tinyagent import load_tinyagent
 
-        return load_tinyagent(seed=0)
+        return load_tinyagent()
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if not Path(model_path).is_dir():
@@ -45,6 +45,15 @@ def load_policy(model_path: str | None) -> tuple[Any, Any]:
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return AutoModelForCausalLM.from_pretrained(model_path, attn_implementation="sdpa"), tokenizer
+
+
+def save_final_weights(trainer: Any, tokenizer: Any, folder: Path) -> None:
+    """The trained policy as a plain Hugging Face folder; a LoRA adapter is merged into its base weights first."""
+    policy = trainer.accelerator.unwrap_model(trainer.model)
+    if hasattr(policy, "merge_and_unload"):
+        policy = policy.merge_and_unload()
+    policy.save_pretrained(str(folder))
+    tokenizer.save_pretrained(str(folder))
 
 
 def latest_checkpoint(run: RunDir) -> Path:
@@ -124,8 +133,7 @@ def run(recipe: Recipe, options: RunOptions) -> Path:
         raise SystemExit(130) from None
     finally:
         trainer.episode_rollout.env.close()
-    trainer.save_model(str(run_dir.final_weights))
-    tokenizer.save_pretrained(str(run_dir.final_weights))
+    save_final_weights(trainer, tokenizer, run_dir.final_weights)
     report = write_report(run_dir)
     print(f"run folder: {run_dir.path}\nreport: {report}", file=sys.stderr)
     return run_dir.path

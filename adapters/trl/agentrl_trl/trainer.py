@@ -32,7 +32,7 @@ class AgentGRPOTrainer(GRPOTrainer):
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         output = super()._generate_and_score_completions(inputs)
         trajectories = self.episode_rollout.trajectories
-        batch = TrajectoryBatch.from_trajectories(trajectories)
+        batch = TrajectoryBatch.from_trajectories(trajectories, output["sampling_per_token_logps"].dtype)
         advantages = self.algorithm.advantages(batch.rewards, batch.group_ids, batch.terminations)
         valid = advantages.valid.to(output["tool_mask"].device)
         tool_mask = output["tool_mask"] * valid[:, None].to(output["tool_mask"].dtype)

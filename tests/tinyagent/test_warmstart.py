@@ -1,0 +1,127 @@
+"""The warm start: cached, deterministic, played through the real episode runner, with room left for RL."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import torch
+from bugfix_gym.grammar import parse_call
+from bugfix_gym.verifiers import hidden_tests
+from transformers import Qwen2ForCausalLM
+
+from agentrl_plugins.episode import run_episode, run_episodes
+from agentrl_plugins.tinyagent import HFGenerator, WarmStartSettings, load_tinyagent, pass_at_1, warm_start
+from agentrl_plugins.tinyagent import warmstart
+from agentrl_plugins.types import Limits
+
+QUICK = WarmStartSettings(max_steps=3, batch_size=2)
+
+
+def no_training(*args, **kwargs):
+    raise AssertionError("the warm start was trained again instead of read from the cache")
+
+
+def test_second_call_is_a_cache_hit(warm_cache, monkeypatch):
+    monkeypatch.setattr(warmstart, "_train", no_training)
+    path = warm_start(seed=0, cache_dir=warm_cache)
+    assert path.name.startswith("tinyagent-seed0-") and (path / "config.json").exists()
+    monkeypatch.setenv("AGENTRL_CACHE", str(warm_cache.parent))
+    model, tokenizer = load_tinyagent(seed=0)
+    assert isinstance(model, Qwen2ForCausalLM) and model.dtype == torch.float32
+    assert model.config._attn_implementation == "sdpa" and len(tokenizer) == model.config.vocab_size
+
+
+def test_same_seed_gives_identical_weights(tmp_path):
+    first = warm_start(seed=7, cache_dir=tmp_path / "a", settings=QUICK, log=lambda line: None)
+    second = warm_start(seed=7, cache_dir=tmp_path / "b", settings=QUICK, log=lambda line: None)
+    other = warm_start(seed=8, cache_dir=tmp_path / "a", settings=QUICK, log=lambda line: None)
+    assert first.name == second.name != other.name
+    a, b, c = (Qwen2ForCausalLM.from_pretrained(path).state_dict() for path in (first, second, other))
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[key], b[key]) for key in a)
+    assert not all(torch.equal(a[key], c[key]) for key in a)
+
+
+def test_transcripts_train_only_on_assistant_tokens(tokenizer):
+    rows = warmstart.transcripts(tokenizer, QUICK, seed=0)
+    assert len(rows) == len(warmstart.scripts(QUICK, seed=0))
+    assistant = tokenizer.convert_tokens_to_ids("<|assistant|>")
+    for row in rows:
+        ids, mask = row["input_ids"], row["assistant_masks"]
+        assert len(ids) == len(mask) and mask[0] == 0
+        starts = [i for i in range(1, len(mask)) if mask[i] and not mask[i - 1]]
+        ends = [i for i in range(1, len(mask)) if mask[i - 1] and (i == len(mask) or not mask[i])]
+        ends += [len(mask)] if mask[-1] else []
+        assert len(starts) == len(ends) >= 1
+        assert all(ids[start - 1] == assistant for start in starts)
+        assert all(ids[end - 1] == tokenizer.eos_token_id for end in ends)
+
+
+async def test_episode_runner_end_to_end_keeps_the_sampler_ids(warm, gym):
+    model, tokenizer = warm
+    sampler = HFGenerator(model, tokenizer.eos_token_id, tokenizer.pad_token_id, seed=0)
+    calls = []
+
+    async def recording(token_ids, sampling):
+        out = await sampler(token_ids, sampling)
+        calls.append((list(token_ids), out))
+        return out
+
+    task = gym.tasks("held_out")[0]
+    trajectory = await run_episode(gym, task, recording, tokenizer, Limits(6, 2048, 16), verifier=hidden_tests)
+    assert trajectory.termination in ("submitted", "max_turns")
+    assert [call[0] for call in calls][0] == trajectory.prompt_ids
+    sampled, logprobs = [], []
+    for prompt, out in calls:
+        assert trajectory.token_ids[: len(prompt)] == prompt
+        sampled += out.token_ids
+        logprobs += out.logprobs
+    policy = [t for t, bit in zip(trajectory.response_ids, trajectory.response_mask) if bit]
+    assert policy == sampled
+    assert [lp for lp, bit in zip(trajectory.logprobs, trajectory.response_mask) if bit] == logprobs
+    assert sum(parse_call(m["content"]) is not None for m in trajectory.messages if m["role"] == "assistant") >= 1
+
+
+async def test_a_step_of_concurrent_episodes_batches_its_turns(warm, gym):
+    model, tokenizer = warm
+    sampler = HFGenerator(model, tokenizer.eos_token_id, tokenizer.pad_token_id, seed=0)
+    limits = Limits(6, 2048, 16)
+    played = await run_episodes(gym, gym.tasks("held_out"), sampler, tokenizer, limits, group_size=8,
+                                verifier=hidden_tests)
+    turns = sum(len(t.turn_spans) for t in played)
+    print(f"{len(played)} episodes, {turns} turns: {sampler.forward_passes} forward passes in {sampler.batches} batches")
+    assert sampler.forward_passes <= limits.max_turns * limits.max_new_tokens_per_turn * 2
+    assert sampler.batches < turns / 4
+
+
+def test_starting_pass_rates_leave_room_for_rl(warm):
+    model, tokenizer = warm
+    held_out = pass_at_1(model, tokenizer, "held_out", episodes_per_family=8)
+    train = pass_at_1(model, tokenizer, "train", episodes_per_family=8)
+    print(f"starting pass@1: train {train:.3f}, held-out {held_out:.3f}")
+    assert 0.1 <= held_out <= 0.6
+    assert 0.1 <= train <= 0.7
+
+
+def test_building_needs_trl(monkeypatch, tmp_path):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def without_trl(name, *args, **kwargs):
+        if name == "trl" or name.startswith("trl."):
+            raise ImportError("No module named 'trl'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", without_trl)
+    with pytest.raises(warmstart.AgentRLError, match="needs TRL"):
+        warm_start(seed=0, cache_dir=tmp_path, settings=QUICK, log=lambda line: None)
+
+
+def test_pass_at_1_runs_inside_an_event_loop(random_model, tokenizer):
+    async def inside() -> float:
+        return pass_at_1(random_model, tokenizer, "held_out", episodes_per_family=1,
+                         limits=Limits(max_turns=1, max_new_tokens_per_turn=2))
+
+    assert asyncio.run(inside()) == 0.0
