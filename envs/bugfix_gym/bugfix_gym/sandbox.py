@@ -9,12 +9,14 @@ later candidate can find an earlier call's (hidden) cases in the memory it forks
 
 Containment per run (the child is its own session; the worker SIGKILLs that process group afterwards
 and, as a child subreaper, also kills and reaps any descendant that escaped the group):
+
 - wall clock: killed at ``timeout_s``; the pool answers by ``timeout_s`` + 1.5 s even if a worker hangs;
 - RLIMIT_CPU (SIGXCPU, then SIGKILL), RLIMIT_AS (MemoryError), RLIMIT_FSIZE 0 (no file growth), RLIMIT_CORE 0,
   RLIMIT_NPROC 16, PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG (dies with its worker), fds 0-2 on /dev/null,
   every other inherited fd closed, an empty environment;
 - when the pool runs as root: the child drops to nobody/nogroup (so RLIMIT_NPROC applies and root-only
   files are unreadable) and workers live in an empty network namespace.
+
 Not contained: code in the child can forge its own result lines (it shares the process with the harness),
 and without root it keeps the caller's uid, files and network.
 """

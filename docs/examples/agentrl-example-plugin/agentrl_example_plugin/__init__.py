@@ -1,0 +1,1 @@
+"""The plugin-author guide's example plugin: arithmetic with a calculator tool."""
