@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from agentrl_plugins.adapter import FRAMEWORK_DISTRIBUTIONS, RunOptions
+from agentrl_plugins.compare.command import compare_command
 from agentrl_plugins.errors import AgentRLError, MissingAdapterError, RecipeError, UnknownNameError
 from agentrl_plugins.plugins import PluginManager, get_plugin_manager
 from agentrl_plugins.recipe import load_recipe, parse_overrides, recipe_to_dict
@@ -178,6 +179,7 @@ def build_app(manager: PluginManager | None = None) -> typer.Typer:
     app.command("plugins")(plugins_command)
     app.add_typer(recipes_app, name="recipes")
     app.command("run")(run_command)
+    app.command("compare")(compare_command)
     (manager or get_plugin_manager()).hook.agentrl_register_commands(cli=app)
     return app
 

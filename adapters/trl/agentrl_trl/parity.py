@@ -1,0 +1,122 @@
+"""TRL's side of ``agentrl compare --parity``: the batch through the adapter's trainer and TRL's own loss.
+
+``build_trainer`` makes the real ``AgentGRPOTrainer`` (TRL's ``GRPOTrainer`` with the adapter's
+``GRPOConfig`` mapping) around a small TinyAgent model. Two seams stand in for what a recorded
+batch replaces: TRL's generation and scoring step (``GRPOTrainer._generate_and_score_completions``)
+returns the batch's tensors, and the model's forward pass (``_get_per_token_logps_and_entropies``)
+returns the batch's learner log-probs. Everything between them is the adapter's and TRL's code:
+the adapter's advantages, filtering, correction weights and row scale, then TRL's
+``compute_loss``. TRL has no leave-one-out or correction hook, so those are the core's, injected.
+Run as ``python -m agentrl_trl.parity IN OUT``.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from trl import GRPOTrainer
+
+from agentrl_plugins.algorithm import Advantages, RecipeAlgorithm
+from agentrl_plugins.algorithms.corrections import CorrectionResult
+from agentrl_plugins.compare.batch import ByDesign, ParityBatch, ParityResult
+from agentrl_plugins.compare.side import gradient, main, mapping_rows, versions
+from agentrl_plugins.recipe import get_value
+from agentrl_plugins.recipe_schema import Recipe
+from agentrl_plugins.runs.rundir import RunDir
+from agentrl_plugins.types import Trajectory, Verdict
+
+from agentrl_trl.config import describe
+from agentrl_trl.runner import _generator_factory, build_trainer
+
+BY_DESIGN = {"loss.clip_c": (None, "TRL 1.16 has no dual clip: its loss is the plain clipped surrogate where "
+                                   "A < 0 and the ratio exceeds clip_c")}
+"""Recipe keys the adapter marks approximated -> the value TRL computes with instead, and why."""
+
+
+@dataclass
+class RecordingAlgorithm:
+    """The trainer's algorithm, keeping the advantages and correction it hands to TRL."""
+
+    algorithm: RecipeAlgorithm
+    advantages_made: list[Advantages] = field(default_factory=list)
+    corrections_made: list[CorrectionResult] = field(default_factory=list)
+
+    @property
+    def recipe(self) -> Recipe:
+        return self.algorithm.recipe
+
+    def advantages(self, *args: Any) -> Advantages:
+        self.advantages_made.append(self.algorithm.advantages(*args))
+        return self.advantages_made[-1]
+
+    def correct(self, *args: Any) -> CorrectionResult:
+        self.corrections_made.append(self.algorithm.correct(*args))
+        return self.corrections_made[-1]
+
+
+def trajectories(batch: ParityBatch) -> list[Trajectory]:
+    """The batch as the trajectories the rollout would have kept (token ids are irrelevant to the loss)."""
+    rows = []
+    for row in range(len(batch.rewards)):
+        mask = batch.response_mask[row]
+        verdict = Verdict(batch.rewards[row].item(), False, flags={"hacked": bool(batch.hacked[row])})
+        rows.append(Trajectory(task_id=str(row), prompt_ids=[0], response_ids=[0] * mask.numel(),
+                               response_mask=mask.long().tolist(), logprobs=batch.sampler_logprobs[row].tolist(),
+                               turn_spans=[], termination=batch.terminations[row], reward=verdict.reward,
+                               verdict=verdict, group_id=int(batch.group_ids[row])))
+    return rows
+
+
+def scored(batch: ParityBatch) -> dict[str, Any]:
+    """What TRL's generation and scoring step returns, for the recorded batch."""
+    rows, width = batch.response_mask.shape
+    return {"prompt_ids": torch.zeros(rows, 1, dtype=torch.long), "prompt_mask": torch.ones(rows, 1, dtype=torch.long),
+            "completion_ids": torch.zeros(rows, width, dtype=torch.long),
+            "completion_mask": torch.ones(rows, width, dtype=torch.long), "tool_mask": batch.response_mask.long(),
+            "old_per_token_logps": batch.old_logprobs, "sampling_per_token_logps": batch.sampler_logprobs,
+            "advantages": torch.zeros(rows, dtype=batch.rewards.dtype), "num_items_in_batch": batch.response_mask.sum()}
+
+
+def by_design(recipe: Recipe, mapping: list[dict[str, Any]]) -> list[ByDesign]:
+    """The ``BY_DESIGN`` differences that apply: keys the adapter marks approximated, set to another value."""
+    approximated = {row["key"] for row in mapping if row["status"] == "approximated"}
+    return [ByDesign({key: value}, cause) for key, (value, cause) in BY_DESIGN.items()
+            if key in approximated and get_value(recipe, key) != value]
+
+
+def compute(recipe: Recipe, batch: ParityBatch) -> ParityResult:
+    from agentrl_plugins.tinyagent.model import build_model
+    from agentrl_plugins.tinyagent.tokenizer import build_tokenizer
+
+    tokenizer = build_tokenizer()
+    with tempfile.TemporaryDirectory() as folder:
+        run = RunDir(Path(folder) / "run")
+        run.create(recipe, "trl")
+        trainer = build_trainer(recipe, build_model(tokenizer, seed=0), tokenizer, run, _generator_factory(tokenizer))
+        trainer.episode_rollout.env.close()
+    recording = RecordingAlgorithm(trainer.algorithm)
+    trainer.algorithm = recording
+    trainer.episode_rollout.trajectories = trajectories(batch)
+    original = GRPOTrainer._generate_and_score_completions
+    GRPOTrainer._generate_and_score_completions = lambda self, inputs: scored(batch)
+    try:
+        output = trainer._generate_and_score_completions([])
+    finally:
+        GRPOTrainer._generate_and_score_completions = original
+    logprobs = batch.logprobs.clone().requires_grad_()
+    trainer._get_per_token_logps_and_entropies = lambda *args, **kwargs: (logprobs, torch.zeros_like(logprobs), None)
+    trainer.current_gradient_accumulation_steps = 1
+    trainer.model.train()
+    loss = trainer.compute_loss(trainer.model, output)
+    mapping = mapping_rows(describe(recipe))
+    return ParityResult("trl", recording.advantages_made[-1].values, recording.corrections_made[-1].weights,
+                        loss.item(), gradient(loss, logprobs), versions("trl", "transformers", "agentrl-trl"),
+                        mapping, by_design(recipe, mapping))
+
+
+if __name__ == "__main__":
+    main(compute)

@@ -1,0 +1,79 @@
+"""verl's side of ``agentrl compare --parity``: the batch through verl 0.9.1's own trainer functions.
+
+The recipe becomes verl's composed ``ppo_trainer`` config through the adapter's overrides.
+Then, in the trainer's order: the agent loop's compact filter zeroes filtered rows'
+``response_mask``; ``compute_rollout_correction_and_add_to_batch`` (rollout IS weights and
+rejection); ``compute_advantage`` with the configured estimator; the configured policy loss
+(``get_policy_loss_fn``) with the actor config's ``global_batch_info`` for one mini-batch on
+one rank. The reported advantages have the adapter's row scale divided out.
+Run as ``python -m agentrl_verl.parity IN OUT``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from hydra import compose, initialize_config_module
+from omegaconf import DictConfig
+from verl import DataProto
+from verl.trainer.ppo.core_algos import get_policy_loss_fn
+from verl.trainer.ppo.ray_trainer import compute_advantage
+from verl.trainer.ppo.rollout_corr_helper import compute_rollout_correction_and_add_to_batch
+from verl.utils.config import omega_conf_to_dataclass
+
+from agentrl_plugins.algorithm import RecipeAlgorithm
+from agentrl_plugins.compare.batch import ParityBatch, ParityResult
+from agentrl_plugins.compare.side import gradient, main, mapping_rows, versions
+from agentrl_plugins.recipe_schema import Recipe
+
+from agentrl_verl.config import command, describe
+from agentrl_verl.names import PREFIX
+from agentrl_verl.verl_plugin.estimators import row_scale
+
+
+def verl_config(recipe: Recipe) -> DictConfig:
+    """verl's own ``ppo_trainer`` config composed with the adapter's overrides for ``recipe``."""
+    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
+        return compose("ppo_trainer", overrides=command(describe(recipe).native)[3:])
+
+
+def token_rewards(batch: ParityBatch) -> torch.Tensor:
+    """Each reward on its trajectory's last policy token, as verl's reward step places it."""
+    mask = batch.response_mask
+    last = (mask * torch.arange(mask.size(1), dtype=mask.dtype)).argmax(dim=-1)
+    scores = torch.zeros_like(mask)
+    scores[torch.arange(mask.size(0)), last] = batch.rewards
+    return scores
+
+
+def compute(recipe: Recipe, batch: ParityBatch) -> ParityResult:
+    config = verl_config(recipe)
+    algorithm, actor = config.algorithm, omega_conf_to_dataclass(config.actor_rollout_ref.actor)
+    valid = RecipeAlgorithm.from_recipe(recipe).valid(batch.terminations)
+    mask = batch.response_mask * valid[:, None].to(batch.response_mask.dtype)
+    uid = np.array([str(g) for g in batch.group_ids.tolist()], dtype=object)
+    data = DataProto.from_single_dict({"token_level_rewards": token_rewards(batch), "response_mask": mask.clone(),
+                                       "old_log_probs": batch.old_logprobs, "rollout_log_probs": batch.sampler_logprobs,
+                                       "uid": uid})
+    data = compute_rollout_correction_and_add_to_batch(data, algorithm.rollout_correction)[0]
+    data = compute_advantage(data, adv_estimator=algorithm.adv_estimator, gamma=algorithm.gamma, lam=algorithm.lam,
+                             num_repeat=config.actor_rollout_ref.rollout.n,
+                             norm_adv_by_std_in_grpo=algorithm.get("norm_adv_by_std_in_grpo", True), config=algorithm)
+    response_mask = data.batch["response_mask"]
+    is_weights = data.batch["rollout_is_weights"] if "rollout_is_weights" in data.batch.keys() else None
+    actor.global_batch_info.update(dp_size=1, batch_num_tokens=response_mask.sum().item(),
+                                   global_batch_size=response_mask.size(0), loss_scale_factor=actor.loss_scale_factor)
+    logprobs = batch.logprobs.clone().requires_grad_()
+    loss, _ = get_policy_loss_fn(actor.policy_loss.loss_mode)(
+        batch.old_logprobs, logprobs, data.batch["advantages"], response_mask.bool(), actor.loss_agg_mode, actor,
+        is_weights)
+    injected = algorithm.adv_estimator.startswith(PREFIX)
+    scale = row_scale(actor.loss_agg_mode, response_mask.sum(-1) > 0) if injected else 1.0
+    per_row = (data.batch["advantages"] * response_mask).sum(-1) / response_mask.sum(-1).clamp(min=1)
+    weights = response_mask if is_weights is None else is_weights * response_mask
+    return ParityResult("verl", per_row / scale, weights.detach(), loss.item(),
+                        gradient(loss, logprobs), versions("verl", "agentrl-verl"), mapping_rows(describe(recipe)))
+
+
+if __name__ == "__main__":
+    main(compute)

@@ -1,0 +1,9 @@
+"""``agentrl compare``: the same recipe through several frameworks, side by side.
+
+Parity (one recorded batch through each framework's own advantage, correction and loss
+code): ``record`` (the batch, from the BugFix gym), ``batch`` (the file format exchanged with
+each framework's environment), ``side`` (what each adapter's ``parity`` module shares),
+``runner`` (finds each framework's environment and runs its side there), ``reference`` (the
+core's numbers), ``table``, ``report`` and ``command`` (the CLI). Learning comparisons and
+recipe-vs-recipe runs belong beside them as modules of their own, reusing ``runner``.
+"""

@@ -1,0 +1,29 @@
+"""The core's parity numbers for a batch: advantages, correction weights, loss and its gradient.
+
+Filtered trajectories lose every loss token; the loss is aggregated over that mask (a
+correction's rejected tokens stay in the denominator with weight 0, as in verl and OpenRLHF).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from agentrl_plugins.algorithm import RecipeAlgorithm
+from agentrl_plugins.algorithms import aggregate_loss, clipped_surrogate
+from agentrl_plugins.compare.batch import ParityBatch, ParityResult
+from agentrl_plugins.recipe_schema import Recipe
+
+
+def reference(recipe: Recipe, batch: ParityBatch, plugin_manager=None) -> ParityResult:
+    """The core reference (``agentrl_plugins.algorithms`` through the recipe's algorithm) in float64."""
+    algorithm = RecipeAlgorithm.from_recipe(recipe, plugin_manager)
+    advantages = algorithm.advantages(batch.rewards, batch.group_ids, batch.terminations)
+    mask = batch.response_mask * advantages.valid[:, None].to(batch.response_mask.dtype)
+    correction = algorithm.correct(batch.old_logprobs, batch.sampler_logprobs, mask)
+    logprobs = batch.logprobs.clone().requires_grad_()
+    loss = recipe.loss
+    surrogate = clipped_surrogate(logprobs, batch.old_logprobs, advantages.values, mask, clip_low=loss.clip_low,
+                                  clip_high=loss.clip_high, clip_c=loss.clip_c, weights=correction.weights)
+    value = aggregate_loss(surrogate.per_token_loss, mask, loss.aggregation, norm_constant=loss.norm_constant)
+    (gradient,) = torch.autograd.grad(value, logprobs)
+    return ParityResult("core", advantages.values.detach(), correction.weights, value.item(), gradient)

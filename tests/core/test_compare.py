@@ -1,0 +1,134 @@
+"""``agentrl compare --parity`` in the core: the recorded batch, its file format, the table, the runner's errors."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from agentrl_plugins.cli import build_app
+from agentrl_plugins.compare.batch import (ByDesign, ParityFormatError, ParityResult, read_input, read_result,
+                                           write_input, write_result)
+from agentrl_plugins.compare.record import record_batch
+from agentrl_plugins.compare.reference import reference
+from agentrl_plugins.compare.report import ParityRun, write_report
+from agentrl_plugins.compare.runner import FrameworkEnv, FrameworkEnvError, find_env, run_side
+from agentrl_plugins.compare.table import parity_table
+from agentrl_plugins.errors import AgentRLError, UnknownNameError
+from agentrl_plugins.recipe import apply_overrides, load_recipe
+
+RECIPE = load_recipe("deepswe_grpopp")
+
+
+@pytest.fixture(scope="module")
+def batch():
+    return record_batch(RECIPE, seed=0)
+
+
+def as_framework(result: ParityResult, name: str, by_design=()) -> ParityResult:
+    return ParityResult(name, result.advantages, result.weights, result.loss, result.gradient,
+                        by_design=list(by_design))
+
+
+def test_the_recorded_batch_has_every_case_parity_needs(batch):
+    size = RECIPE.rollout.group_size
+    lengths = batch.response_mask.sum(-1)
+    groups = batch.rewards.view(-1, size)
+    assert groups.size(0) == 4 and len(set(lengths.tolist())) > 5
+    assert (groups == groups[:, :1]).all(1).sum() == 1 and ((groups > 0).any(1) & (groups < 1).any(1)).sum() == 3
+    assert {"max_turns", "max_context", "submitted"} <= set(batch.terminations) and batch.hacked.any()
+    on = batch.response_mask.bool()
+    mismatch = (batch.old_logprobs - batch.sampler_logprobs)[on]
+    assert mismatch.abs().max() > 1.0 and mismatch.abs().min() > 0
+    ratio = (batch.logprobs - batch.old_logprobs)[on].exp()
+    assert (ratio < 0.8).any() and (ratio > 1.28).any() and (ratio > 3.0).any()
+    assert batch.sampler_logprobs[~on].abs().sum() == 0
+
+
+def test_same_seed_same_batch_and_another_seed_other_logprobs(batch):
+    again, other = record_batch(RECIPE, seed=0), record_batch(RECIPE, seed=1)
+    assert torch.equal(again.logprobs, batch.logprobs) and again.terminations == batch.terminations
+    assert not torch.equal(other.logprobs, batch.logprobs)
+
+
+def test_input_and_output_files_round_trip_exactly(tmp_path, batch):
+    recipe = apply_overrides(RECIPE, {"loss.clip_high": 0.3})
+    read_recipe, read_batch = read_input(write_input(tmp_path / "in.json", recipe, batch))
+    assert read_recipe == recipe and read_batch.terminations == batch.terminations
+    for name in ("rewards", "group_ids", "hacked", "response_mask", "sampler_logprobs", "old_logprobs", "logprobs"):
+        assert torch.equal(getattr(read_batch, name), getattr(batch, name)), name
+    result = as_framework(reference(recipe, batch), "verl", [ByDesign({"loss.clip_c": None}, "why")])
+    back = read_result(write_result(tmp_path / "out.json", result))
+    assert back.loss == result.loss and torch.equal(back.gradient, result.gradient) and back.by_design == result.by_design
+
+
+def test_a_file_in_another_format_is_a_clear_error(tmp_path):
+    path = tmp_path / "out.json"
+    path.write_text(json.dumps({"format": "agentrl-parity-input", "version": 1}))
+    with pytest.raises(ParityFormatError, match="expected a 'agentrl-parity-output' version 1 file"):
+        read_result(path)
+
+
+def test_the_core_reference_as_a_framework_is_exact_everywhere(batch):
+    table = parity_table(RECIPE, batch, [as_framework(reference(RECIPE, batch), "verl")])
+    assert len(table.rows) == 5 and not table.mismatches and not table.differences
+    assert all(row.max_abs_diff == 0 for row in table.rows)
+
+
+def test_a_changed_upper_clip_is_reported_as_a_mismatch(batch):
+    wrong = as_framework(reference(apply_overrides(RECIPE, {"loss.clip_high": 0.3}), batch), "verl")
+    table = parity_table(RECIPE, batch, [wrong])
+    assert {row.quantity for row in table.mismatches} == {"loss", "gradient", "gradient norm"}
+    assert next(row for row in table.rows if row.quantity == "loss").max_abs_diff > 1e-3
+
+
+def test_a_declared_difference_is_checked_against_its_own_reference_and_sized(batch):
+    without_dual_clip = reference(apply_overrides(RECIPE, {"loss.clip_c": None}), batch)
+    undeclared = parity_table(RECIPE, batch, [as_framework(without_dual_clip, "trl")])
+    assert {row.quantity for row in undeclared.mismatches} == {"loss", "gradient", "gradient norm"}
+    declared = parity_table(RECIPE, batch, [as_framework(without_dual_clip, "trl",
+                                                         [ByDesign({"loss.clip_c": None}, "no dual clip")])])
+    assert not declared.mismatches
+    (difference,) = declared.differences
+    assert difference.sizes["advantages"] == 0 and difference.sizes["loss"] > 1e-3
+    assert difference.sizes["loss"] == pytest.approx(abs(without_dual_clip.loss - reference(RECIPE, batch).loss))
+
+
+def test_a_missing_environment_names_the_framework_and_how_to_build_it(monkeypatch, tmp_path):
+    monkeypatch.setenv("AGENTRL_VENVS", str(tmp_path))
+    monkeypatch.delenv("AGENTRL_PYTHON_VERL", raising=False)
+    with pytest.raises(FrameworkEnvError, match=r"no verl environment.*build_verl_env\.sh.*AGENTRL_PYTHON_VERL"):
+        find_env("verl")
+    monkeypatch.setenv("AGENTRL_PYTHON_VERL", sys.executable)
+    assert find_env("verl") == FrameworkEnv("verl", Path(sys.executable), "AGENTRL_PYTHON_VERL")
+    with pytest.raises(UnknownNameError, match="Did you mean 'verl'"):
+        find_env("verll")
+
+
+def test_an_environment_without_the_adapter_is_a_clear_error(tmp_path, batch):
+    path = write_input(tmp_path / "in.json", RECIPE, batch)
+    with pytest.raises(FrameworkEnvError, match="has no agentrl-verl"):
+        run_side(FrameworkEnv("verl", Path(sys.executable), "test"), path, tmp_path / "o.json")
+
+
+def test_the_report_shows_the_table_versions_seeds_and_differences(tmp_path, batch):
+    result = as_framework(reference(apply_overrides(RECIPE, {"loss.clip_c": None}), batch), "trl",
+                          [ByDesign({"loss.clip_c": None}, "no dual clip")])
+    env = FrameworkEnv("trl", Path(sys.executable), "test")
+    run = ParityRun(RECIPE, {}, batch, [env], [result], parity_table(RECIPE, batch, [result]))
+    text = write_report(run, tmp_path).read_text()
+    assert "every exact component agrees within 1e-06" in text and "Batch seed 0" in text
+    assert "| trl | loss |" in text and "no dual clip" in text and "core with loss.clip_c=None" in text
+
+
+def test_compare_needs_parity_and_known_frameworks():
+    runner = CliRunner()
+    with pytest.raises(AgentRLError, match="only --parity"):
+        runner.invoke(build_app(), ["compare", "deepswe_grpopp"], catch_exceptions=False)
+    with pytest.raises(UnknownNameError, match="Did you mean 'openrlhf'"):
+        runner.invoke(build_app(), ["compare", "deepswe_grpopp", "--frameworks", "openrlfh", "--parity"],
+                      catch_exceptions=False)

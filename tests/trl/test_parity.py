@@ -1,0 +1,46 @@
+"""TRL's side of ``agentrl compare --parity``: the adapter's trainer and TRL's own loss vs the core reference."""
+
+from __future__ import annotations
+
+import pytest
+from trl import GRPOTrainer
+
+from agentrl_plugins.compare.record import record_batch
+from agentrl_plugins.compare.table import parity_table
+from agentrl_plugins.recipe import load_recipe
+from agentrl_trl.parity import compute
+
+VARIANTS = [
+    ("deepswe_grpopp", {}),
+    ("deepswe_grpopp", {"correction.name": "token_tis", "correction.cap": 1.5, "loss.clip_c": None}),
+    ("grpo", {"loss.aggregation": "seq-mean-token-mean"}),
+    ("dr_grpo", {"loss.aggregation": "token-mean", "correction.name": "icepop", "correction.low": 0.5,
+                 "correction.high": 2.0}),
+]
+
+
+@pytest.fixture(scope="module")
+def batch():
+    return record_batch(load_recipe("deepswe_grpopp"), seed=0)
+
+
+@pytest.mark.parametrize("recipe", [load_recipe(name, overrides) for name, overrides in VARIANTS],
+                         ids=[f"{name}{sorted(overrides.items())}" for name, overrides in VARIANTS])
+def test_trl_computes_the_core_numbers_apart_from_the_dual_clip(batch, recipe):
+    scoring = GRPOTrainer._generate_and_score_completions
+    result = compute(recipe, batch)
+    assert GRPOTrainer._generate_and_score_completions is scoring
+    table = parity_table(recipe, batch, [result])
+    assert not table.mismatches, table.mismatches
+    if recipe.loss.clip_c is None:
+        assert not table.differences
+    else:
+        (difference,) = table.differences
+        assert difference.overrides == {"loss.clip_c": None} and difference.sizes["loss"] > 1e-3
+
+
+def test_a_changed_upper_clip_reaching_trl_is_reported(batch):
+    recipe = load_recipe("deepswe_grpopp", {"loss.clip_c": None})
+    wrong = compute(load_recipe("deepswe_grpopp", {"loss.clip_c": None, "loss.clip_high": 0.3}), batch)
+    table = parity_table(recipe, batch, [wrong])
+    assert {row.quantity for row in table.mismatches} == {"loss", "gradient", "gradient norm"}

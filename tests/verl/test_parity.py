@@ -1,0 +1,50 @@
+"""verl's side of ``agentrl compare --parity``: verl's own correction, estimator and loss vs the core reference."""
+
+from __future__ import annotations
+
+import pytest
+
+import agentrl_verl.parity as parity
+from agentrl_plugins.compare.record import record_batch
+from agentrl_plugins.compare.table import parity_table
+from agentrl_plugins.recipe import load_recipe
+
+VARIANTS = [
+    ("deepswe_grpopp", {}),
+    ("deepswe_grpopp", {"correction.name": "token_tis", "correction.cap": 1.5}),
+    ("deepswe_grpopp", {"correction.name": "icepop", "correction.low": 0.5, "correction.high": 2.0,
+                        "loss.aggregation": "token-mean"}),
+    ("grpo", {"filtering.compact": False}),
+    ("dr_grpo", {"loss.aggregation": "seq-mean-token-sum-norm", "loss.norm_constant": 256}),
+]
+
+
+@pytest.fixture(scope="module")
+def batch():
+    return record_batch(load_recipe("deepswe_grpopp"), seed=0)
+
+
+@pytest.mark.parametrize("name, overrides", VARIANTS)
+def test_verl_computes_the_core_numbers(batch, name, overrides):
+    recipe = load_recipe(name, overrides)
+    result = parity.compute(recipe, batch)
+    table = parity_table(recipe, batch, [result])
+    assert not table.mismatches, table.mismatches
+    assert not table.differences
+    if recipe.correction.name != "none":
+        on = result.weights[batch.response_mask.bool()]
+        assert (on != 1).any() and (on <= max(recipe.correction.cap, recipe.correction.high)).all()
+
+
+def test_a_changed_upper_clip_in_the_mapping_is_reported(batch, monkeypatch):
+    recipe = load_recipe("deepswe_grpopp")
+    describe = parity.describe
+
+    def wrong_clip(recipe):
+        config = describe(recipe)
+        config.native["actor_rollout_ref.actor.clip_ratio_high"] = 0.3
+        return config
+
+    monkeypatch.setattr(parity, "describe", wrong_clip)
+    table = parity_table(recipe, batch, [parity.compute(recipe, batch)])
+    assert {row.quantity for row in table.mismatches} == {"loss", "gradient", "gradient norm"}
