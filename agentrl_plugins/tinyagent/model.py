@@ -10,7 +10,8 @@ from transformers import PreTrainedTokenizerBase, Qwen2Config, Qwen2ForCausalLM
 
 @dataclass(frozen=True)
 class ModelSize:
-    """The architecture knobs of TinyAgent (part of the warm-start cache key)."""
+    """The architecture knobs of TinyAgent (part of the warm-start cache key); the defaults are the smallest
+    useful size, for quick tests with random weights."""
 
     hidden_size: int = 64
     num_hidden_layers: int = 2
@@ -18,6 +19,10 @@ class ModelSize:
     num_key_value_heads: int = 4
     intermediate_size: int = 256
     max_position_embeddings: int = 4096
+
+
+TINYAGENT_SIZE = ModelSize(hidden_size=128, num_hidden_layers=4, intermediate_size=512)
+"""The warm-started TinyAgent's size: the smallest that learns to read the edit menu of a held-out task."""
 
 
 def build_model(tokenizer: PreTrainedTokenizerBase, seed: int, size: ModelSize = ModelSize()) -> Qwen2ForCausalLM:

@@ -8,6 +8,12 @@ Only ``train`` families are used. The mix decides the starting pass rate:
 the fix is the most frequent edit, but every op of the menu (wrong fixes and
 the exploit included) and random play appear too, so the warm-started policy
 solves some tasks, hacks some, and leaves RL something to learn.
+
+What carries over to held-out families is reading the menu: in *renamed*
+variants of a train family the fix op goes by another op's name (still first
+in the menu, as in every gym family) and the rest of the menu is shuffled with
+extra ops that change nothing, so the edit to make can only be read off the
+prompt, never recalled from the issue text.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import shutil
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Coroutine
 
@@ -29,7 +35,7 @@ import torch
 from agentrl_plugins.episode import run_episode, run_episodes
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.testing import ScriptedGenerate
-from agentrl_plugins.tinyagent.model import ModelSize, build_model
+from agentrl_plugins.tinyagent.model import TINYAGENT_SIZE, ModelSize, build_model
 from agentrl_plugins.tinyagent.tokenizer import build_tokenizer
 from agentrl_plugins.types import Limits, Sampling
 
@@ -47,13 +53,17 @@ class WarmStartSettings:
     (read, test, edit with the fix, test, submit); ``explore`` plays the same
     shape once with every op of the menu (the fix, the wrong fixes and the
     ``hardcode_tests`` exploit); ``random_menu`` are the book's uniform picks
-    from the menu. The rest sets the model and the SFT run.
+    from the menu; ``renamed`` are solver plays on renamed variants (module
+    docstring), each with 1 to ``max_distractors`` extra ops. The rest sets
+    the model and the SFT run.
     """
 
-    size: ModelSize = field(default_factory=ModelSize)
+    size: ModelSize = TINYAGENT_SIZE
     solver: int = 3
     explore: int = 1
     random_menu: int = 1
+    renamed: int = 4
+    max_distractors: int = 2
     max_steps: int = 1000
     batch_size: int = 4
     learning_rate: float = 3e-3
@@ -108,8 +118,20 @@ def _call(tool: str, arg: str | None = None) -> str:
     return format_call(tool, arg)
 
 
-def scripts(settings: WarmStartSettings, seed: int) -> list[tuple[str, list[str]]]:
-    """``(family name, scripted messages)`` for every transcript of the mix, train families only."""
+def renamed_variant(family: Any, index: int, names: list[str], generator: torch.Generator) -> Any:
+    """``family`` as ``NAME~index``: its fix called ``names[0]`` and first, then its other ops and ``names[1:]``
+    (ops that change nothing) in a shuffled order."""
+    from bugfix_gym.family import EditOp
+
+    fix, rest = family.fix_op, [op for op in family.ops if op.kind != "fix"]
+    rest += [EditOp(name, lambda source: source, "wrong_fix") for name in names[1:]]
+    order = torch.randperm(len(rest), generator=generator).tolist()
+    ops = (replace(fix, name=names[0]),) + tuple(rest[i] for i in order)
+    return replace(family, name=f"{family.name}~{index}", ops=ops)
+
+
+def curriculum(settings: WarmStartSettings, seed: int) -> tuple[list[Any], list[tuple[str, list[str]]]]:
+    """The families to play (train families and their renamed variants) and ``(family name, script)`` pairs."""
     from bugfix_gym import policies
     from bugfix_gym.families import FAMILIES
 
@@ -117,13 +139,21 @@ def scripts(settings: WarmStartSettings, seed: int) -> list[tuple[str, list[str]
         return [_call("read"), _call("test"), _call("edit", op), _call("test"), _call("submit")]
 
     generator = torch.Generator().manual_seed(seed)
-    out: list[tuple[str, list[str]]] = []
-    for family in (f for f in FAMILIES if f.split == "train"):
+    train = [family for family in FAMILIES if family.split == "train"]
+    every_op = sorted({name for family in FAMILIES for name in family.op_names} - {"hardcode_tests"})
+    families, out = list(train), []
+    for family in train:
         out += [(family.name, policies.solver(family))] * settings.solver
         out += [(family.name, careful(op)) for op in family.op_names] * settings.explore
         out += [(family.name, policies.random_messages(family, SCRIPT_LIMITS.max_turns, generator))
                 for _ in range(settings.random_menu)]
-    return out
+        for index in range(settings.renamed):
+            others = [name for name in every_op if name not in family.op_names or name == family.fix_op.name]
+            picks = torch.randperm(len(others), generator=generator)[: 2 + index % settings.max_distractors]
+            variant = renamed_variant(family, index, [others[i] for i in picks.tolist()], generator)
+            families.append(variant)
+            out.append((variant.name, policies.solver(variant)))
+    return families, out
 
 
 def transcripts(tokenizer: Any, settings: WarmStartSettings, seed: int) -> list[dict[str, list[int]]]:
@@ -131,14 +161,15 @@ def transcripts(tokenizer: Any, settings: WarmStartSettings, seed: int) -> list[
     from bugfix_gym.env import BugFixGym
     from bugfix_gym.verifiers import hidden_tests
 
-    gym = BugFixGym()
-    tasks = {task.family: task for task in gym.tasks("train")}
+    families, plays = curriculum(settings, seed)
+    gym = BugFixGym(families)
+    tasks = {task.family: task for task in gym.tasks()}
 
     async def play() -> list[Any]:
         return await asyncio.gather(*[
             run_episode(gym, tasks[name], ScriptedGenerate(script, tokenizer), tokenizer, SCRIPT_LIMITS,
                         verifier=hidden_tests)
-            for name, script in scripts(settings, seed)])
+            for name, script in plays])
 
     try:
         played = run_sync(play)

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import verl_config
 from verl.trainer.ppo.utils import need_critic, need_reference_policy
 from verl.utils.config import validate_config
@@ -86,8 +87,13 @@ def test_dry_run_prints_the_complete_command():
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     words = shlex.split(result.stdout.strip().splitlines()[-1])
+    environment = words[:words.index("python")]
+    words = words[len(environment):]
     assert words[1:3] == ["-m", "verl.trainer.main_ppo"]
     settings = dict(word.split("=", 1) for word in words[3:])
+    if not torch.cuda.is_available():
+        assert environment == ["VERL_PLATFORM=cpu"]
+        assert settings["actor_rollout_ref.rollout.name"] == "agentrl_hf" and settings["trainer.device"] == "cpu"
     for key, value in {"algorithm.adv_estimator": "agentrl_rloo",
                        "actor_rollout_ref.actor.loss_agg_mode": "seq-mean-token-sum",
                        "actor_rollout_ref.actor.clip_ratio_low": "0.2",

@@ -18,6 +18,7 @@ from agentrl_plugins.plugins import get_plugin_manager
 from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.runs.evaluate import Evaluation, summarize
 from agentrl_plugins.runs.metrics import StepMetrics
+from agentrl_plugins.runs.progress import record_step
 from agentrl_plugins.runs.report import write_report
 from agentrl_plugins.runs.rundir import RunDir
 from agentrl_plugins.types import Limits, Sampling
@@ -103,11 +104,7 @@ class RunRecorder(TrainerCallback):
         ))
 
     def _record(self, row: StepMetrics) -> None:
-        self.run.append_metrics(row)
-        self.hooks.agentrl_step_end(step=row.step, metrics=row.to_dict())
-        held = "" if row.heldout_pass1 is None else f"  held-out pass@1 {row.heldout_pass1:.3f}"
-        reward = "" if row.train_reward is None else f"  train reward {row.train_reward:.3f}"
-        print(f"step {row.step}{reward}{held}", file=sys.stderr, flush=True)
+        record_step(self.run, row, self.hooks)
 
 
 def run(recipe: Recipe, options: RunOptions) -> Path:

@@ -15,10 +15,20 @@ from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.runs.rundir import RunDir
 
+from agentrl_verl import cpu
 from agentrl_verl.config import LaunchPaths, command, default_paths, hydra_overrides
+from agentrl_verl.cpu.overrides import cpu_overrides
 from agentrl_verl.dataset import write_dataset
+from agentrl_verl.episodes import LOG_ENV, truncate_episodes
+from agentrl_verl.recorder import EPISODES_FILE, VERL_METRICS_FILE, record_run
 
 FRAMEWORK = "verl"
+
+
+def on_cpu(options: RunOptions) -> bool:
+    """Whether to run on verl's ``cpu`` platform: asked for (``options.extra["cpu"]`` or ``VERL_PLATFORM=cpu``),
+    or no CUDA GPU here."""
+    return bool(options.extra.get("cpu")) or cpu.requested() or not torch.cuda.is_available()
 
 
 def launch_paths(recipe: Recipe, options: RunOptions) -> LaunchPaths:
@@ -26,15 +36,40 @@ def launch_paths(recipe: Recipe, options: RunOptions) -> LaunchPaths:
     defaults = default_paths(recipe)
     run_dir = Path(options.resume or options.run_dir or RunDir.default(recipe, FRAMEWORK).path).resolve()
     model = str(Path(options.model).resolve()) if options.model else defaults.model
+    warm = warm_started(recipe) if options.model is None else None
+    if warm is not None:
+        model = str(warm)
     return LaunchPaths(model, defaults.data_dir, run_dir, max(torch.cuda.device_count(), 1))
 
 
 def launch_command(recipe: Recipe, options: RunOptions) -> list[str]:
     """The full ``main_ppo`` command; a resumed run continues from its folder's latest checkpoint."""
     overrides = hydra_overrides(recipe, launch_paths(recipe, options))
+    if on_cpu(options):
+        overrides.update(cpu_overrides(recipe.train.seed))
     if options.resume is not None:
         overrides["trainer.resume_mode"] = "auto"
+    overrides["hydra.run.dir"] = str(launch_paths(recipe, options).run_dir / "hydra")
     return command(overrides)
+
+
+def warm_started(recipe: Recipe) -> Path | None:
+    """The cached warm-started TinyAgent (the base every framework's run starts from), when the recipe trains
+    TinyAgent and the TRL environment has built it."""
+    if recipe.train.model != "tinyagent":
+        return None
+    from agentrl_plugins.tinyagent.warmstart import BASE_SEED, model_path
+
+    path = model_path(BASE_SEED)
+    return path if (path / "config.json").is_file() else None
+
+
+def latest_checkpoint_step(run: RunDir) -> int:
+    """The step of verl's latest checkpoint in ``run`` (what ``trainer.resume_mode=auto`` resumes from)."""
+    marker = run.checkpoints / "latest_checkpointed_iteration.txt"
+    if not marker.is_file():
+        raise AgentRLError(f"{run.path} has no verl checkpoint yet: start the run again instead of resuming it")
+    return int(marker.read_text().strip())
 
 
 def save_tinyagent(path: Path, seed: int) -> None:
@@ -50,18 +85,31 @@ def save_tinyagent(path: Path, seed: int) -> None:
 def launch(recipe: Recipe, options: RunOptions) -> Path | None:
     """Print the command (``--dry-run``) or run it in a subprocess; returns the run folder."""
     cmd = launch_command(recipe, options)
+    env = {cpu.PLATFORM_ENV: cpu.PLATFORM} if on_cpu(options) else {}
     if options.dry_run:
-        print(shlex.join(cmd))
+        print(shlex.join([f"{key}={value}" for key, value in env.items()] + cmd))
         return None
+    if env:
+        cpu.activate()  # here too: verl's plugin loader would only log a VerlChangedError at DEBUG
     paths = launch_paths(recipe, options)
     run = RunDir(paths.run_dir)
     if options.resume is None:
         run.create(recipe, FRAMEWORK, {"model": options.model or recipe.train.model, "model_path": paths.model})
+    else:
+        truncate_episodes(run.path / EPISODES_FILE, latest_checkpoint_step(run))
     write_dataset(paths.data_dir, recipe.environment.name)
-    if options.model is None and recipe.train.model == "tinyagent" and not Path(paths.model).is_dir():
-        save_tinyagent(Path(paths.model), recipe.train.seed)
-    env = {**os.environ, "VERL_FILE_LOGGER_PATH": str(run.path / "verl_metrics.jsonl")}
+    if options.model is None and recipe.train.model == "tinyagent" and warm_started(recipe) is None:
+        print("no warm-started TinyAgent in the cache; training a freshly initialised one (build the warm start "
+              "in the TRL environment: .venvs/trl/bin/python -c \"from agentrl_plugins.tinyagent import warm_start; "
+              "warm_start()\")",
+              file=sys.stderr, flush=True)
+        if not Path(paths.model).is_dir():
+            save_tinyagent(Path(paths.model), recipe.train.seed)
+    env = {**os.environ, **env, "VERL_FILE_LOGGER_PATH": str(run.path / VERL_METRICS_FILE),
+           LOG_ENV: str(run.path / EPISODES_FILE)}
     result = subprocess.run([sys.executable, *cmd[1:]], env=env, check=False)
     if result.returncode != 0:
         raise AgentRLError(f"verl's main_ppo exited with status {result.returncode}; run folder {run.path}")
+    report = record_run(run)
+    print(f"run folder: {run.path}\nreport: {report}", file=sys.stderr)
     return run.path

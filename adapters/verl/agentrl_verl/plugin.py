@@ -12,7 +12,8 @@ def _adapter():
 
 @hookimpl
 def agentrl_register_adapters(register):
-    register(Adapter("verl", _adapter, "verl 0.9.1 main_ppo with an episode-runner agent loop per environment (GPU)."))
+    register(Adapter("verl", _adapter, "verl 0.9.1 main_ppo with an episode-runner agent loop per environment "
+                                       "(GPU; on a machine without one, verl's cpu platform)."))
 
 
 @hookimpl

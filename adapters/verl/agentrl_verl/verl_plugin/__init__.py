@@ -1,18 +1,21 @@
 """verl's ``verl.plugins`` entry point: what agentrl-verl registers in verl on ``import verl``, in every process.
 
 Every agentrl advantage estimator, a policy loss per correction and an agent loop
-per environment. ``import verl`` comes first: whichever of verl or this package
-is imported first, verl finishes initialising (and its plugin loading finds this
+per environment; with ``VERL_PLATFORM=cpu``, the CPU platform and rollout
+backend. ``import verl`` comes first: whichever of verl or this package is
+imported first, verl finishes initialising (and its plugin loading finds this
 package mid-import, harmlessly) before the modules below import its parts.
 """
 
 import verl  # noqa: F401
 
+from agentrl_verl import cpu
 from agentrl_verl.verl_plugin.agent_loop import AGENT_LOOPS
 from agentrl_verl.verl_plugin.estimators import register_estimators
 from agentrl_verl.verl_plugin.losses import register_policy_losses
 
 ESTIMATORS = register_estimators()
 POLICY_LOSSES = register_policy_losses()
+CPU_WORKAROUNDS = cpu.activate() if cpu.requested() else {}
 
-__all__ = ["AGENT_LOOPS", "ESTIMATORS", "POLICY_LOSSES"]
+__all__ = ["AGENT_LOOPS", "CPU_WORKAROUNDS", "ESTIMATORS", "POLICY_LOSSES"]

@@ -26,6 +26,7 @@ from agentrl_plugins.plugins import get_plugin_manager
 from agentrl_plugins.types import Generation, Limits, Sampling, Task, Trajectory
 from agentrl_plugins.verifiers import build_verifier
 
+from agentrl_verl.episodes import EpisodeRecord, append_episode, log_path
 from agentrl_verl.names import agent_loop_name
 from agentrl_verl.settings import recipe_from_config
 
@@ -49,12 +50,17 @@ def verifier(names: tuple[str, ...], combine: str) -> VerifierFn:
 
 
 class ServerGenerate:
-    """The core's ``generate`` over verl's ``server_manager.generate``; ``seconds`` adds up the waiting."""
+    """The core's ``generate`` over verl's ``server_manager.generate``; ``seconds`` adds up the waiting.
+
+    ``global_steps`` collects the weight versions the server reported per turn (verl's trainer reads their
+    min and max from every output).
+    """
 
     def __init__(self, server_manager: Any, sampling_params: dict[str, Any], eos_token_id: int | None):
         self.server_manager, self.sampling_params, self.eos_token_id = server_manager, sampling_params, eos_token_id
         self.request_id = uuid4().hex
         self.seconds = 0.0
+        self.global_steps: list[int] = []
 
     async def __call__(self, token_ids: list[int], sampling: Sampling) -> Generation:
         params = {**self.sampling_params, "temperature": sampling.temperature, "top_p": sampling.top_p,
@@ -63,6 +69,8 @@ class ServerGenerate:
         output = await self.server_manager.generate(request_id=self.request_id, prompt_ids=list(token_ids),
                                                     sampling_params=params)
         self.seconds += time.monotonic() - started
+        self.global_steps += [output.extra_fields[key] for key in ("min_global_steps", "max_global_steps")
+                              if output.extra_fields.get(key) is not None]
         ids = list(output.token_ids)
         if output.log_probs is None or len(output.log_probs) != len(ids):
             raise ValueError(f"the rollout server returned {len(ids)} tokens but log-probs {output.log_probs!r}")
@@ -92,7 +100,11 @@ class EpisodeAgentLoop(AgentLoopBase):
             environment(self.environment), task, generate, self.tokenizer, self.limits,
             verifier=verifier(tuple(self.recipe.verifier.names), self.recipe.verifier.combine),
             sampling=sampling, hooks=get_plugin_manager().hook)
-        return self.output(trajectory, generate.seconds)
+        output = self.output(trajectory, generate.seconds, generate.global_steps)
+        log = log_path()
+        if log is not None:
+            append_episode(log, episode_record(task, trajectory, output))
+        return output
 
     def task(self, task_id: str) -> Task:
         known = tasks(self.environment)
@@ -101,8 +113,13 @@ class EpisodeAgentLoop(AgentLoopBase):
                                    "Write the dataset with: agentrl verl dataset OUT_DIR")
         return known[task_id]
 
-    def output(self, trajectory: Trajectory, generate_seconds: float) -> AgentLoopOutput:
-        """verl's output for ``trajectory``: the runner's tokens, its mask (zeroed when filtered) and reward."""
+    def output(self, trajectory: Trajectory, generate_seconds: float,
+               global_steps: list[int] | None = None) -> AgentLoopOutput:
+        """verl's output for ``trajectory``: the runner's tokens, its mask (zeroed when filtered) and reward.
+
+        ``global_steps``: the weight versions that generated it (0 when the server reports none).
+        """
+        steps = global_steps or [0]
         self.check_fits(trajectory)
         keep = bool(self.algorithm.valid([trajectory.termination])[0])
         verdict = trajectory.verdict
@@ -118,6 +135,8 @@ class EpisodeAgentLoop(AgentLoopBase):
             extra_fields={
                 "task_id": trajectory.task_id,
                 "termination": trajectory.termination,
+                "min_global_steps": min(steps),
+                "max_global_steps": max(steps),
                 "reward_extra_info": {"passed": float(bool(verdict and verdict.passed)),
                                       "hacked": float(bool(verdict and verdict.hacked)),
                                       "filtered": float(not keep)},
@@ -132,6 +151,18 @@ class EpisodeAgentLoop(AgentLoopBase):
                 raise ValueError(f"task {trajectory.task_id}: the episode's {part} has {len(ids)} tokens, more than "
                                  f"verl's {part}_length {limit}; set data.max_{part}_length to at least "
                                  f"+agentrl.rollout.max_context_tokens ({self.limits.max_context_tokens})")
+
+
+def episode_record(task: Task, trajectory: Trajectory, output: AgentLoopOutput) -> EpisodeRecord:
+    """The episode log's line for ``trajectory`` as ``output`` hands it to verl."""
+    verdict, extra = trajectory.verdict, output.extra_fields
+    return EpisodeRecord(
+        split=task.split, weights_version=int(extra["min_global_steps"]), task_id=trajectory.task_id,
+        termination=trajectory.termination, reward=float(trajectory.reward),
+        passed=bool(verdict and verdict.passed), hacked=bool(verdict and verdict.hacked),
+        filtered=bool(extra["reward_extra_info"]["filtered"]), prompt_ids=list(trajectory.prompt_ids),
+        response_ids=list(trajectory.response_ids), policy_mask=list(trajectory.response_mask),
+        logprobs=[float(x) for x in trajectory.logprobs])
 
 
 def loop_class_name(environment_name: str) -> str:

@@ -1,0 +1,44 @@
+"""The ``main_ppo`` overrides of a CPU run: the ``cpu`` platform's settings and verl's CPU-safe choices."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentrl_verl.cpu.rollout import ROLLOUT_NAME
+
+RAY_CPUS = 16
+"""Ray's CPU slots (not cores): verl's actors each ask for one; the processes share the machine's real cores."""
+
+
+def cpu_overrides(seed: int, n_workers: int = 1) -> dict[str, Any]:
+    """Overrides that run ``main_ppo`` on ``n_workers`` CPU trainer processes (one Ray "GPU" slot each);
+    the rollout server samples with ``seed``."""
+    actor_rollout_ref = "actor_rollout_ref."
+    return {
+        "trainer.device": "cpu",
+        "trainer.n_gpus_per_node": n_workers,
+        "+ray_kwargs.ray_init.num_gpus": n_workers,
+        "ray_kwargs.ray_init.num_cpus": RAY_CPUS,
+        # FSDP1 passes a device id to sync_module_states; FSDP2 runs on gloo.
+        actor_rollout_ref + "actor.strategy": "fsdp2",
+        actor_rollout_ref + "ref.strategy": "fsdp2",
+        "critic.strategy": "fsdp2",
+        # The rollout server computes in float32: bf16 training would put the log-probs apart.
+        "+" + actor_rollout_ref + "actor.fsdp_config.mixed_precision.param_dtype": "fp32",
+        "+" + actor_rollout_ref + "ref.fsdp_config.mixed_precision.param_dtype": "fp32",
+        # torch.compile of the entropy kernel costs more than it saves on a few CPU threads.
+        actor_rollout_ref + "actor.use_torch_compile": False,
+        actor_rollout_ref + "actor.fsdp_config.use_torch_compile": False,
+        actor_rollout_ref + "ref.fsdp_config.use_torch_compile": False,
+        # FlashAttention-2 is verl's default attention.
+        "+" + actor_rollout_ref + "model.override_config.attn_implementation": "sdpa",
+        actor_rollout_ref + "rollout.name": ROLLOUT_NAME,
+        actor_rollout_ref + "rollout.tensor_model_parallel_size": 1,
+        actor_rollout_ref + "rollout.seed": seed,
+        # The server's log-probs come back with every response, so verl reports the sampler/trainer gap.
+        actor_rollout_ref + "rollout.calculate_log_probs": True,
+        actor_rollout_ref + "rollout.agent.num_workers": 1,
+        "reward.num_workers": 1,
+        "data.dataloader_num_workers": 0,
+        "transfer_queue.backend.SimpleStorage.num_data_storage_units": 1,
+    }

@@ -1,0 +1,172 @@
+"""The verl 0.9.1 behaviours that keep its trainer off a CPU, one function each, checked when applied.
+
+Each function first checks that its target is still what it was written
+against: a target that is gone or renamed raises :class:`VerlChangedError`; a
+target whose source no longer shows the behaviour means verl fixed it, and the
+function warns with :class:`VerlFixedWarning` and changes nothing. Each
+returns whether it changed verl. They run only on the ``cpu`` platform.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from agentrl_plugins.errors import AgentRLError
+
+from agentrl_verl.cpu.rollout import ROLLOUT_NAME
+
+ADAPTER_PATH = "agentrl_verl.cpu.rollout.HFServerAdapter"
+
+
+class VerlChangedError(AgentRLError):
+    """A workaround's target changed in verl: the workaround must be reviewed against the new code."""
+
+
+class VerlFixedWarning(UserWarning):
+    """verl no longer shows a behaviour that agentrl-verl works around: the workaround can be removed."""
+
+
+def module_source(module: str) -> str:
+    """The source of verl module ``module``, read without importing it."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        raise VerlChangedError(f"{module} is gone from this verl; agentrl-verl's CPU workarounds target verl 0.9.1")
+    return Path(spec.origin).read_text()
+
+
+def still_present(name: str, module: str, marker: str) -> bool:
+    """Whether ``module``'s source still shows ``marker`` (the behaviour); warns when verl fixed it."""
+    if marker in module_source(module):
+        return True
+    warnings.warn(f"agentrl-verl CPU workaround {name}: {module} no longer contains {marker!r}, so verl seems to "
+                  f"have fixed it; the workaround is skipped and can be removed", VerlFixedWarning, stacklevel=3)
+    return False
+
+
+def attribute(module: str, name: str) -> Any:
+    """``module.name``, or a :class:`VerlChangedError` naming what moved."""
+    loaded = importlib.import_module(module)
+    if not hasattr(loaded, name):
+        raise VerlChangedError(f"{module}.{name} is gone from this verl; agentrl-verl's CPU workaround for it needs "
+                               f"review")
+    return getattr(loaded, name)
+
+
+def rebind(module: str, name: str, value: Any) -> None:
+    """Set ``name`` in ``module`` and in every loaded verl module that imported it by name."""
+    original = attribute(module, name)
+    setattr(sys.modules[module], name, value)
+    for loaded in list(sys.modules.values()):
+        if getattr(loaded, "__name__", "").startswith("verl.") and getattr(loaded, name, None) is original:
+            setattr(loaded, name, value)
+
+
+def process_group_backend_names_cpu_twice() -> bool:
+    """``utils/distributed.py`` builds ``"cpu:gloo,{device}:{backend}"``; on CPU that is ``cpu:gloo,cpu:gloo``,
+    which torch rejects (duplicate device type). Default the backend to ``cpu:gloo``."""
+    module, name = "verl.utils.distributed", "initialize_global_process_group_ray"
+    if not still_present("process_group_backend_names_cpu_twice", module, 'f"cpu:gloo,{get_device_name()}'):
+        return False
+    original = attribute(module, name)
+    if getattr(original, "agentrl_workaround", False):
+        return True
+
+    def initialize_global_process_group_ray(timeout_second=None, backend=None):
+        return original(timeout_second=timeout_second, backend=backend or "cpu:gloo")
+
+    initialize_global_process_group_ray.agentrl_workaround = True
+    rebind(module, name, initialize_global_process_group_ray)
+    return True
+
+
+def fsdp2_offload_policy_pins_memory() -> bool:
+    """``workers/engine/fsdp/transformer_impl.py`` gives forward-only FSDP2 models (the reference policy)
+    ``CPUOffloadPolicy(pin_memory=True)``, and pinning needs an accelerator. Unpin it."""
+    if not still_present("fsdp2_offload_policy_pins_memory", "verl.workers.engine.fsdp.transformer_impl",
+                         "CPUOffloadPolicy(pin_memory=True)"):
+        return False
+    policy = attribute("verl.utils.fsdp_utils", "CPUOffloadPolicy")
+    if getattr(policy, "agentrl_workaround", False):
+        return True
+
+    class UnpinnedCPUOffloadPolicy(policy):
+        agentrl_workaround = True
+
+        def __init__(self, pin_memory: bool = False):
+            super().__init__(pin_memory=False)
+
+    rebind("verl.utils.fsdp_utils", "CPUOffloadPolicy", UnpinnedCPUOffloadPolicy)
+    return True
+
+
+def fsdp_engines_registered_for_cuda_and_npu_only() -> bool:
+    """``transformer_impl.py`` registers its FSDP engines for devices ``cuda`` and ``npu`` only, so
+    ``EngineRegistry.get_engine_cls`` finds none for ``cpu``. Register the same classes for ``cpu``."""
+    module = "verl.workers.engine.fsdp.transformer_impl"
+    if not still_present("fsdp_engines_registered_for_cuda_and_npu_only", module, 'device=["cuda", "npu"]'):
+        return False
+    registry = attribute("verl.workers.engine.base", "EngineRegistry")
+    engines = {"language_model": attribute(module, "FSDPEngineWithLMHead"),
+               "value_model": attribute(module, "FSDPEngineWithValueHead")}
+    for model_type, engine in engines.items():
+        by_backend = registry._engines.get(model_type, {})
+        missing = [backend for backend in ("fsdp", "fsdp2") if "cpu" not in by_backend.get(backend, {})]
+        if missing:
+            registry.register(model_type=model_type, backend=missing, device="cpu")(engine)
+    return True
+
+
+def rollout_correction_rejects_a_fully_masked_batch() -> bool:
+    """``trainer/ppo/rollout_corr_helper.py`` raises when no token of the batch is in the loss, which is what
+    compact filtering does to a batch of failed episodes (a fresh TinyAgent's first steps): it runs whenever the
+    rollout log-probs are there, which a CPU run always asks for. Such a batch has nothing to correct."""
+    module, name = "verl.trainer.ppo.rollout_corr_helper", "compute_rollout_correction_and_add_to_batch"
+    if not still_present("rollout_correction_rejects_a_fully_masked_batch", module,
+                         "response_mask must contain at least one valid token"):
+        return False
+    original = attribute(module, name)
+    if getattr(original, "agentrl_workaround", False):
+        return True
+
+    def compute_rollout_correction_and_add_to_batch(batch, rollout_corr_config):
+        if batch.batch["response_mask"].any():
+            return original(batch, rollout_corr_config)
+        if rollout_corr_config.get("rollout_is", None) is not None:
+            batch.batch["rollout_is_weights"] = torch.ones_like(batch.batch["old_log_probs"])
+        return batch, {}
+
+    compute_rollout_correction_and_add_to_batch.agentrl_workaround = True
+    rebind(module, name, compute_rollout_correction_and_add_to_batch)
+    return True
+
+
+def rollout_class_lookup_is_a_private_dict() -> bool:
+    """``workers/rollout/base.py`` finds the in-worker rollout class in the private ``_ROLLOUT_REGISTRY``,
+    which has no public register function (the replica side has ``RolloutReplicaRegistry``). Add the entry."""
+    module = "verl.workers.rollout.base"
+    if "def register" in module_source(module):
+        warnings.warn("agentrl-verl CPU workaround rollout_class_lookup_is_a_private_dict: "
+                      f"{module} has a register function now; use it instead", VerlFixedWarning, stacklevel=2)
+    registry = attribute(module, "_ROLLOUT_REGISTRY")
+    if not isinstance(registry, dict):
+        raise VerlChangedError(f"{module}._ROLLOUT_REGISTRY is no longer a dict; the {ROLLOUT_NAME} rollout "
+                               f"cannot be registered")
+    registry[(ROLLOUT_NAME, "async")] = ADAPTER_PATH
+    return True
+
+
+WORKAROUNDS = (process_group_backend_names_cpu_twice, fsdp2_offload_policy_pins_memory,
+               fsdp_engines_registered_for_cuda_and_npu_only, rollout_correction_rejects_a_fully_masked_batch,
+               rollout_class_lookup_is_a_private_dict)
+
+
+def apply_workarounds() -> dict[str, bool]:
+    """Apply every workaround; returns, by name, whether it changed verl."""
+    return {workaround.__name__: workaround() for workaround in WORKAROUNDS}

@@ -1,0 +1,66 @@
+"""The episode log of a verl run: one JSON line per episode, written by the agent loop, read by the recorder.
+
+The agent loop appends to the file named by ``AGENTRL_EPISODE_LOG`` (the
+launcher sets it to the run folder's ``episodes.jsonl``; every Ray worker
+inherits it). ``weights_version`` is the trainer step whose weights the
+rollout server held: training episodes of step k ran on version k - 1, and the
+held-out evaluation after step k on version k.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+LOG_ENV = "AGENTRL_EPISODE_LOG"
+
+
+@dataclass(frozen=True)
+class EpisodeRecord:
+    """One episode as verl trained on it: its outcome, its tokens, and its loss mask before filtering."""
+
+    split: str
+    weights_version: int
+    task_id: str
+    termination: str
+    reward: float
+    passed: bool
+    hacked: bool
+    filtered: bool
+    prompt_ids: list[int]
+    response_ids: list[int]
+    policy_mask: list[int]
+    logprobs: list[float]
+
+    @property
+    def policy_tokens(self) -> int:
+        """Tokens in the loss: none when the episode is compact-filtered."""
+        return 0 if self.filtered else sum(self.policy_mask)
+
+
+def log_path() -> Path | None:
+    value = os.environ.get(LOG_ENV)
+    return Path(value) if value else None
+
+
+def append_episode(path: Path, record: EpisodeRecord) -> None:
+    """Append one line (a single write, so concurrent agent-loop workers do not interleave lines)."""
+    with open(path, "a") as handle:
+        handle.write(json.dumps(asdict(record)) + "\n")
+
+
+def truncate_episodes(path: Path, last_step: int) -> None:
+    """Keep only what a resume from step ``last_step``'s checkpoint does not run again (verl evaluates again
+    before it continues, so the evaluation on ``last_step``'s weights goes too)."""
+    keep = [e for e in read_episodes(path) if e.weights_version < last_step]
+    path.write_text("".join(json.dumps(asdict(e)) + "\n" for e in keep))
+
+
+def read_episodes(path: Path) -> list[EpisodeRecord]:
+    if not path.exists():
+        return []
+    names = [f.name for f in fields(EpisodeRecord)]
+    return [EpisodeRecord(**{name: row[name] for name in names})
+            for row in map(json.loads, path.read_text().splitlines()) if row]

@@ -1,0 +1,18 @@
+"""Recording one finished step the same way in every framework: its row, the plugins' hook, a progress line."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from agentrl_plugins.runs.metrics import StepMetrics
+from agentrl_plugins.runs.rundir import RunDir
+
+
+def record_step(run: RunDir, row: StepMetrics, hooks: Any) -> None:
+    """Append ``row`` to the run's ``metrics.jsonl``, call ``agentrl_step_end`` and print the step's figures."""
+    run.append_metrics(row)
+    hooks.agentrl_step_end(step=row.step, metrics=row.to_dict())
+    held = "" if row.heldout_pass1 is None else f"  held-out pass@1 {row.heldout_pass1:.3f}"
+    reward = "" if row.train_reward is None else f"  train reward {row.train_reward:.3f}"
+    print(f"step {row.step}{reward}{held}", file=sys.stderr, flush=True)
