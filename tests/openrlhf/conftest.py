@@ -1,8 +1,8 @@
 """Fixtures for the OpenRLHF adapter's tests, which call OpenRLHF 0.11.2's own code on a CPU.
 
-vLLM and flash-attn cannot be installed without CUDA; when they are missing, the STUB modules
-in ``stubs/`` (only what OpenRLHF imports at module top) are appended to ``sys.path``, and
-Ray workers get them through ``PYTHONPATH``. ``FakeLLMEngine`` stands in for OpenRLHF's vLLM
+vLLM and flash-attn cannot be installed without CUDA; when they are missing, the CPU backend's
+shims (``agentrl_openrlhf/cpu/shims``: only what OpenRLHF imports at module top) are appended
+to ``sys.path``, and Ray workers get them through ``PYTHONPATH``. ``FakeLLMEngine`` stands in for OpenRLHF's vLLM
 rollout actor: a tiny Hugging Face model scores (or samples) every reply.
 """
 
@@ -13,7 +13,6 @@ import runpy
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -27,13 +26,13 @@ from agentrl_plugins.tinyagent.model import build_model
 from agentrl_plugins.tinyagent.tokenizer import build_tokenizer
 from agentrl_plugins.types import Sampling
 
+from agentrl_openrlhf.cpu import SHIMS
 from agentrl_openrlhf.recipe_env import RECIPE_ENV
 from bugfix_gym.families import FAMILIES
 
-STUBS = Path(__file__).with_name("stubs")
 STUBBED = [name for name in ("vllm", "flash_attn") if importlib.util.find_spec(name) is None]
 if STUBBED:
-    sys.path.append(str(STUBS))
+    sys.path.append(str(SHIMS))
 ISSUES = {family.name: family.issue for family in FAMILIES}
 SOLVE = ["<tool>read</tool>", "<tool>edit swap_minmax</tool>", "<tool>submit</tool>"]
 HACK = ["<tool>edit hardcode_tests</tool>", "<tool>submit</tool>"]
@@ -62,8 +61,8 @@ def model(tokenizer):
 
 @pytest.fixture
 def worker_env() -> dict[str, str]:
-    """Environment variables that give Ray workers the stub modules."""
-    return {"PYTHONPATH": str(STUBS)} if STUBBED else {}
+    """Environment variables that give Ray workers the shim modules."""
+    return {"PYTHONPATH": str(SHIMS)} if STUBBED else {}
 
 
 @pytest.fixture

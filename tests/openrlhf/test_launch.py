@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,10 +16,12 @@ from agentrl_plugins.adapter import RunOptions
 from agentrl_plugins.cli import build_app
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.recipe import load_recipe
+from agentrl_plugins.tinyagent.model import build_model
 
 from agentrl_openrlhf.adapter import OpenRLHFAdapter
-from agentrl_openrlhf.config import RUNTIME_ENV_HOOK
-from agentrl_openrlhf.recipe_env import RECIPE_ENV
+from agentrl_openrlhf.config import CLI_MODULE, RUNTIME_ENV_HOOK
+from agentrl_openrlhf.cpu import BACKEND_ENV, SHIMS
+from agentrl_openrlhf.recipe_env import RECIPE_ENV, RUN_DIR_ENV
 from agentrl_openrlhf.shipped import AGENT_EXECUTOR
 
 DEEPSWE_STATUS = {
@@ -35,13 +38,21 @@ def dry_run(args: list[str], tmp_path: Path) -> list[str]:
     return shlex.split(result.output.strip())
 
 
+def env_of(command: list[str]) -> dict[str, str]:
+    """The variables ``env`` sets before ``python -m openrlhf.cli.train_ppo_ray``."""
+    assert command[0] == "env" and command[command.index(sys.executable) + 1:][:2] == ["-m", CLI_MODULE]
+    return dict(item.split("=", 1) for item in command[1:command.index(sys.executable)])
+
+
 def test_the_dry_run_command_is_what_openrlhf_parses(tmp_path, monkeypatch):
+    monkeypatch.setenv(BACKEND_ENV, "gpu")
     command = dry_run(["deepswe_grpopp"], tmp_path)
     recipe = load_recipe("deepswe_grpopp", profile="laptop")
     run = (tmp_path / "run").resolve()
-    assert command[:3] == ["env", f"RAY_RUNTIME_ENV_HOOK={RUNTIME_ENV_HOOK}", f"{RECIPE_ENV}={run / 'recipe.toml'}"]
-    assert command[4:6] == ["-m", "openrlhf.cli.train_ppo_ray"]
+    assert env_of(command) == {"RAY_RUNTIME_ENV_HOOK": RUNTIME_ENV_HOOK, RECIPE_ENV: str(run / "recipe.toml"),
+                               RUN_DIR_ENV: str(run)}
     args = parse_openrlhf_cli(flags_of(command), monkeypatch)
+    assert args.train.colocate_all and args.vllm.sync_backend == "nccl" and args.actor.lr_warmup_ratio == 0.0
     assert args.train.agent_func_path == str(AGENT_EXECUTOR) and args.reward.remote_url == ["agent"]
     assert args.algo.advantage.estimator == "rloo" and args.critic.model_name_or_path is None
     assert args.actor.eps_clip_low_high == [0.2, 0.28] and args.algo.kl.init_coef == 0.0
@@ -56,6 +67,19 @@ def test_the_dry_run_command_is_what_openrlhf_parses(tmp_path, monkeypatch):
     assert args.actor.adam.lr == recipe.optim.lr and args.train.seed == recipe.train.seed
     assert args.ckpt.output_dir == str(run / "final")
     assert not (tmp_path / "run").exists(), "a dry run writes nothing"
+
+
+def test_the_cpu_backend_command_keeps_openrlhf_cli_and_adds_its_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv(BACKEND_ENV, "cpu")
+    command = dry_run(["deepswe_grpopp"], tmp_path)
+    env = env_of(command)
+    assert env[BACKEND_ENV] == "cpu" and env["PYTHONPATH"] == str(SHIMS) and env["DS_ACCELERATOR"] == "cpu"
+    assert json.loads(env["RAY_OVERRIDE_RESOURCES"]) == {"CPU": 8, "GPU": 2}, "one trainer rank and one engine"
+    args = parse_openrlhf_cli(flags_of(command), monkeypatch)
+    assert not args.train.colocate_all and not args.vllm.enable_sleep and args.vllm.sync_backend == "gloo"
+    assert args.ds.attn_implementation == "sdpa" and not args.ds.packing_samples
+    assert (args.actor.num_gpus_per_node, args.vllm.num_engines) == (1, 1)
+    assert args.train.micro_batch_size == load_recipe("deepswe_grpopp", profile="laptop").rollout.group_size
 
 
 def test_describe_marks_what_is_native_patched_and_injected():
@@ -90,3 +114,18 @@ def test_a_run_writes_its_folder_and_launches_the_command(tmp_path, monkeypatch)
 def test_a_missing_model_folder_is_a_clear_error(tmp_path):
     with pytest.raises(AgentRLError, match="not a local model folder"):
         OpenRLHFAdapter().run(load_recipe("grpo"), RunOptions(run_dir=tmp_path / "run", model=str(tmp_path / "no")))
+
+
+def test_tinyagent_comes_from_the_warm_start_cache_or_a_clear_error(tmp_path, monkeypatch, tokenizer):
+    from agentrl_plugins.tinyagent.warmstart import model_path
+
+    monkeypatch.setenv("AGENTRL_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(AgentRLError, match=r"warm start is not in the cache .*built with TRL.*--model DIR"):
+        OpenRLHFAdapter().run(load_recipe("deepswe_grpopp"), RunOptions(run_dir=tmp_path / "run"))
+    assert not (tmp_path / "run").exists()
+    build_model(tokenizer, seed=0).save_pretrained(model_path(0))
+    launched = []
+    monkeypatch.setattr(subprocess, "run", lambda command, check: launched.append(command) or
+                        subprocess.CompletedProcess(command, 0))
+    OpenRLHFAdapter().run(load_recipe("deepswe_grpopp", profile="laptop"), RunOptions(run_dir=tmp_path / "run"))
+    assert launched[0][launched[0].index("--actor.model_name_or_path") + 1] == str(model_path(0))

@@ -129,3 +129,15 @@ def test_openrlhf_sequence_masking_differs_from_the_core_by_the_token_ratios(use
     surrogate = clipped_surrogate(inputs["log_probs"], old, inputs["advantages"], mask, weights=weights)
     assert native.item() == pytest.approx(aggregate_loss(surrogate.per_token_loss, mask, "token-mean").item(), abs=1e-6)
     assert not math.isclose(native.item(), core_loss(recipe, inputs).item(), abs_tol=1e-3)
+
+
+@pytest.mark.parametrize("aggregation", ["seq-mean-token-sum", "seq-mean-token-sum-norm"])
+def test_a_step_whose_every_episode_was_filtered_has_zero_loss_not_nan(use_recipe, monkeypatch, aggregation):
+    recipe = use_recipe({"loss.aggregation": aggregation, "loss.norm_constant": 64})
+    inputs = {**batch(), "action_mask": torch.zeros(4, 6, dtype=torch.bool)}
+    norm = _optimizer_step_loss_norm([inputs["action_mask"]], None, 1, 1)
+    assert norm["global_batch_size"].item() == norm["batch_num_tokens"].item() == 0
+    native = PolicyLoss(token_level_loss=True)(**{**inputs, "log_probs": inputs["log_probs"].detach()}, **norm)[0]
+    assert math.isnan(native.item()), "OpenRLHF's own token-mean divides 0 by 0 here"
+    loss, grad = value_and_grad(openrlhf_loss(recipe, monkeypatch)(**inputs, **norm)[0], inputs)
+    assert loss == 0.0 and torch.equal(grad, torch.zeros_like(grad))

@@ -1,4 +1,4 @@
-"""The ``openrlhf`` adapter: describe a recipe as ``train_ppo_ray`` flags, or launch it."""
+"""The ``openrlhf`` adapter: describe a recipe as ``train_ppo_ray`` flags, or launch it (GPU or CPU backend)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.runs.rundir import RunDir
 
 from agentrl_openrlhf.config import describe
+from agentrl_openrlhf.cpu import choose_backend
 from agentrl_openrlhf.launcher import FRAMEWORK, launch, model_dir, run_paths
 
 
@@ -18,15 +19,15 @@ class OpenRLHFAdapter:
     def describe(self, recipe: Recipe) -> FrameworkConfig:
         """The configuration for a run folder ``runs/<recipe>-openrlhf-seed<seed>`` and TinyAgent."""
         run = RunDir(Path("runs") / f"{recipe.name}-{FRAMEWORK}-seed{recipe.train.seed}")
-        return describe(recipe, run_paths(run, model_dir(None, build=False)))
+        return describe(recipe, run_paths(run, model_dir(None, require=False)), choose_backend())
 
     def run(self, recipe: Recipe, options: RunOptions) -> Path | None:
         if options.resume is not None:
             raise AgentRLError("--resume is not supported for openrlhf runs; OpenRLHF resumes from its checkpoints "
                                "with --ckpt.load_enable")
         run = RunDir(Path(options.run_dir)) if options.run_dir else RunDir.default(recipe, FRAMEWORK)
-        paths = run_paths(run, model_dir(options.model, build=not options.dry_run))
-        config = describe(recipe, paths)
+        paths = run_paths(run, model_dir(options.model, require=not options.dry_run))
+        config = describe(recipe, paths, choose_backend())
         if options.dry_run:
             print(shlex.join(config.command))
             return None

@@ -14,6 +14,8 @@ the core's R, so the step's loss is exactly the core's.
 
 The cluster flags describe one node with one GPU shared by the trainer and one vLLM engine
 (OpenRLHF's hybrid engine, sleeping in turn); edit the printed command for a larger cluster.
+The CPU backend (:mod:`agentrl_openrlhf.cpu`) has its own: one trainer rank and one rollout
+engine on fake Ray GPUs, weight sync over gloo.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from typing import Any
 from agentrl_plugins.adapter import ComponentMapping, FrameworkConfig
 from agentrl_plugins.recipe_schema import Recipe
 
-from agentrl_openrlhf.recipe_env import RECIPE_ENV
+from agentrl_openrlhf.cpu.launch import cpu_cluster_flags, cpu_env
+from agentrl_openrlhf.recipe_env import RECIPE_ENV, RUN_DIR_ENV
 from agentrl_openrlhf.shipped import AGENT_EXECUTOR
 
 CLI_MODULE = "openrlhf.cli.train_ppo_ray"
@@ -56,8 +59,9 @@ class Plan:
 
 @dataclass(frozen=True)
 class RunPaths:
-    """The files a launch reads: the run's recipe, prompt datasets, checkpoints and the model."""
+    """The files a launch reads and writes: the run folder, its recipe, prompt datasets, checkpoints and the model."""
 
+    folder: Path
     recipe: Path
     train_data: Path
     eval_data: Path
@@ -84,8 +88,11 @@ def plan(recipe: Recipe) -> Plan:
     return Plan(advantages=not native_estimator, policy_loss=not native_loss)
 
 
-def train_flags(recipe: Recipe, paths: RunPaths) -> dict[str, Any]:
-    """``train_ppo_ray`` flags (dotted names, without ``--``); ``True`` is a bare switch."""
+def train_flags(recipe: Recipe, paths: RunPaths, backend: str = "gpu") -> dict[str, Any]:
+    """``train_ppo_ray`` flags (dotted names, without ``--``); ``True`` is a bare switch.
+
+    ``backend="cpu"`` takes the CPU backend's cluster flags (:mod:`agentrl_openrlhf.cpu.launch`).
+    """
     r, loss, optim, train = recipe.rollout, recipe.loss, recipe.optim, recipe.train
     # A correction OpenRLHF lacks still switches a native one on, only so that vLLM returns processed
     # (temperature-scaled) log-probs; the patched PolicyLoss.forward applies the core's instead.
@@ -110,6 +117,7 @@ def train_flags(recipe: Recipe, paths: RunPaths) -> dict[str, Any]:
         "actor.eps_clip_low_high": [loss.clip_low, loss.clip_high],
         "algo.kl.init_coef": loss.kl_coef,
         "actor.adam.lr": optim.lr,
+        "actor.lr_warmup_ratio": 0.0,
         "actor.adam.weight_decay": optim.weight_decay,
         "actor.max_norm": optim.max_grad_norm,
         "train.seed": train.seed,
@@ -120,7 +128,7 @@ def train_flags(recipe: Recipe, paths: RunPaths) -> dict[str, Any]:
         "eval.temperature": r.temperature,
         "ckpt.path": str(paths.checkpoints),
         "ckpt.output_dir": str(paths.final),
-        **CLUSTER_FLAGS,
+        **(cpu_cluster_flags(recipe) if backend == "cpu" else CLUSTER_FLAGS),
     }
     if loss.aggregation in NATIVE_AGGREGATIONS:
         flags["actor.loss_agg_mode"] = loss.aggregation
@@ -135,10 +143,15 @@ def train_flags(recipe: Recipe, paths: RunPaths) -> dict[str, Any]:
     return flags
 
 
-def command(flags: dict[str, Any], recipe_file: Path) -> list[str]:
+def launch_env(paths: RunPaths, backend: str = "gpu") -> dict[str, str]:
+    """The runtime-env hook, the recipe and the run folder for every process; the CPU backend's variables."""
+    env = {"RAY_RUNTIME_ENV_HOOK": RUNTIME_ENV_HOOK, RECIPE_ENV: str(paths.recipe), RUN_DIR_ENV: str(paths.folder)}
+    return {**env, **(cpu_env() if backend == "cpu" else {})}
+
+
+def command(flags: dict[str, Any], env: dict[str, str]) -> list[str]:
     """``env RAY_RUNTIME_ENV_HOOK=... AGENTRL_OPENRLHF_RECIPE=... python -m openrlhf.cli.train_ppo_ray --...``."""
-    args = ["env", f"RAY_RUNTIME_ENV_HOOK={RUNTIME_ENV_HOOK}", f"{RECIPE_ENV}={recipe_file}",
-            sys.executable, "-m", CLI_MODULE]
+    args = ["env", *(f"{name}={value}" for name, value in env.items()), sys.executable, "-m", CLI_MODULE]
     for key, value in flags.items():
         if value is True:
             args.append(f"--{key}")
@@ -193,7 +206,8 @@ def mappings(recipe: Recipe, flags: dict[str, Any]) -> list[ComponentMapping]:
                          "the runner's context budget and OpenRLHF's truncation length"),
         ComponentMapping("rollout.max_new_tokens_per_turn", r.max_new_tokens_per_turn, "AgentExecutor", "injected"),
         ComponentMapping("rollout.timeout_s", r.timeout_s, "AgentExecutor", "injected"),
-        ComponentMapping("optim.lr", optim.lr, "actor.adam.lr", "native"),
+        ComponentMapping("optim.lr", optim.lr, "actor.adam.lr", "native",
+                         "no warmup (actor.lr_warmup_ratio=0): OpenRLHF's 3% rounds up to a whole first step at lr 0"),
         ComponentMapping("optim.weight_decay", optim.weight_decay, "actor.adam.weight_decay", "native"),
         ComponentMapping("optim.max_grad_norm", optim.max_grad_norm, "actor.max_norm", "native"),
         ComponentMapping("optim.updates_per_step", optim.updates_per_step, "train.max_epochs", "mapped"),
@@ -248,7 +262,7 @@ def _correction_note(recipe: Recipe, native: dict[str, Any] | None) -> str:
     }[recipe.correction.name]
 
 
-def describe(recipe: Recipe, paths: RunPaths) -> FrameworkConfig:
-    """The flags, the mapping table and the launch command for ``recipe`` with ``paths``."""
-    flags = train_flags(recipe, paths)
-    return FrameworkConfig("openrlhf", flags, mappings(recipe, flags), command(flags, paths.recipe))
+def describe(recipe: Recipe, paths: RunPaths, backend: str = "gpu") -> FrameworkConfig:
+    """The flags, the mapping table and the launch command for ``recipe`` with ``paths`` on ``backend``."""
+    flags = train_flags(recipe, paths, backend)
+    return FrameworkConfig("openrlhf", flags, mappings(recipe, flags), command(flags, launch_env(paths, backend)))

@@ -40,7 +40,9 @@ def executor_output(trajectory: Trajectory, prompt: Any, label: Any, images: Any
         "rollout_log_probs": [0.0] * offset + trajectory.logprobs,
         "truncated": trajectory.termination == "max_context",
         "extra_logs": {
+            "passed": float(bool(trajectory.verdict and trajectory.verdict.passed)),
             "hacked": float(bool(trajectory.verdict and trajectory.verdict.hacked)),
+            "filtered": float(not keep),
             "num_turns": float(trajectory.num_turns),
             **termination_logs(trajectory.termination),
         },

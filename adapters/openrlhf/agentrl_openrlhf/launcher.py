@@ -1,52 +1,60 @@
 """``agentrl run RECIPE --framework openrlhf``: a run folder with the recipe and datasets, then ``train_ppo_ray``.
 
-OpenRLHF's own command line is launched unmodified; the recipe reaches its processes through
-``AGENTRL_OPENRLHF_RECIPE`` (the run folder's ``recipe.toml``) and the runtime-env hook.
+OpenRLHF's own command line is launched unmodified; the recipe and the run folder reach its
+processes through ``AGENTRL_OPENRLHF_RECIPE`` / ``AGENTRL_OPENRLHF_RUN_DIR`` and the runtime-env
+hook, which writes ``metrics.jsonl`` as the run goes; the report is written when it ends.
 """
 
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.plugins import get_plugin_manager
 from agentrl_plugins.recipe_schema import Recipe
+from agentrl_plugins.runs.report import write_report
 from agentrl_plugins.runs.rundir import RunDir
 
 from agentrl_openrlhf.config import RunPaths
 from agentrl_openrlhf.dataset import dataset_rows, write_jsonl
 
 FRAMEWORK = "openrlhf"
+TINYAGENT_SEED = 0
+"""The warm start every framework's run begins from (the TRL run loads the same one)."""
 
 
 def run_paths(run: RunDir, model: Path) -> RunPaths:
     """Absolute paths, since OpenRLHF's Ray workers need not share the launcher's working directory."""
     root = RunDir(run.path.resolve())
-    return RunPaths(recipe=root.recipe_file, train_data=root.path / "prompts.jsonl",
+    return RunPaths(folder=root.path, recipe=root.recipe_file, train_data=root.path / "prompts.jsonl",
                     eval_data=root.path / "eval_prompts.jsonl", checkpoints=root.checkpoints,
                     final=root.final_weights, model=model)
 
 
-def model_dir(model: str | None, build: bool) -> Path:
-    """``--model`` (a local Hugging Face folder) or TinyAgent's cached folder, built first when ``build``."""
+def model_dir(model: str | None, require: bool) -> Path:
+    """``--model`` (a local Hugging Face folder), else TinyAgent's cached warm start; ``require`` checks it exists.
+
+    The warm start is built with TRL, which the OpenRLHF environment does not have.
+    """
     if model is not None:
         if not Path(model).is_dir():
             raise AgentRLError(f"--model {model}: not a local model folder (there is no model hub here)")
         return Path(model).resolve()
-    from agentrl_plugins.tinyagent.warmstart import model_path, warm_start
+    from agentrl_plugins.tinyagent.warmstart import model_path
 
-    if not build:
-        return model_path(0)
-    try:
-        return warm_start(0)
-    except ImportError as error:
-        raise AgentRLError(f"TinyAgent is not built yet and building it needs TRL ({error}): build it once from the "
-                           "TRL environment (agentrl run deepswe_grpopp), or pass --model DIR") from None
+    path = model_path(TINYAGENT_SEED)
+    if require and not (path / "config.json").is_file():
+        raise AgentRLError(
+            f"TinyAgent's warm start is not in the cache ({path}). It is built with TRL: run "
+            "`.venvs/trl/bin/agentrl run deepswe_grpopp` once (or warm_start(0) from agentrl_plugins.tinyagent in "
+            "that environment), with the same AGENTRL_CACHE; or pass --model DIR")
+    return path
 
 
 def launch(recipe: Recipe, run: RunDir, paths: RunPaths, command: list[str]) -> Path:
-    """Write the run folder and the datasets, run the command, return the folder."""
+    """Write the run folder and the datasets, run the command, write the report; return the folder."""
     run.create(recipe, FRAMEWORK, {"model": str(paths.model), "model_path": str(paths.model), "command": command})
     env = get_plugin_manager().get("environment", recipe.environment.name).factory()
     write_jsonl(dataset_rows(env, recipe, recipe.environment.train_split), paths.train_data)
@@ -54,4 +62,6 @@ def launch(recipe: Recipe, run: RunDir, paths: RunPaths, command: list[str]) -> 
     result = subprocess.run(command, check=False)
     if result.returncode != 0:
         raise AgentRLError(f"OpenRLHF exited with status {result.returncode}; the run folder is {run.path}")
+    if run.read_metrics():
+        print(f"run folder: {run.path}\nreport: {write_report(run)}", file=sys.stderr)
     return run.path

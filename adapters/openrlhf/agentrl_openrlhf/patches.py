@@ -8,6 +8,7 @@ parameters, else :class:`PatchError` names the target, what was found and the in
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.metadata
 import inspect
@@ -31,6 +32,13 @@ EXPERIENCE_MAKER = ("openrlhf.trainer.ppo_utils.experience_maker", "RemoteExperi
 POLICY_LOSS = ("openrlhf.models.loss", "PolicyLoss", "forward",
                ("self", "log_probs", "old_log_probs", "advantages", "action_mask", "rollout_log_probs", "dp_size",
                 "batch_num_tokens", "global_batch_size"))
+
+
+RAY_TRACE_PARAMETER = "_ray_trace_ctx"
+"""Ray adds this keyword to the signature of every method of an actor class; it is not OpenRLHF's."""
+TRAINING_STEP = ("openrlhf.trainer.ray.ppo_actor", "ActorPPOTrainer", "training_step",
+                 ("self", "experience", "kl_ctl", "step", "loss_batch_info"))
+EMPTY_MICRO_BATCH_TOKENS = 1e-6
 
 
 class PatchError(AgentRLError):
@@ -57,15 +65,16 @@ def _installed_version() -> str:
 
 
 def target(module: str, owner: str, method: str, parameters: tuple[str, ...]) -> type:
-    """The class ``module.owner`` after checking that ``method`` takes exactly ``parameters``."""
+    """The class ``module.owner`` (a Ray actor's own class) once ``method`` takes exactly ``parameters``."""
     where = f"{module}.{owner}.{method}"
     found = f"agentrl-openrlhf patches OpenRLHF {OPENRLHF_VERSION}; installed: {_installed_version()}"
     try:
         cls = getattr(importlib.import_module(module), owner)
+        cls = getattr(getattr(cls, "__ray_metadata__", None), "modified_class", cls)
         function = getattr(cls, method)
     except (ImportError, AttributeError) as error:
         raise PatchError(f"cannot patch {where}: {error} ({found})") from None
-    actual = tuple(inspect.signature(function).parameters)
+    actual = tuple(name for name in inspect.signature(function).parameters if name != RAY_TRACE_PARAMETER)
     if actual != parameters:
         raise PatchError(f"cannot patch {where}: expected parameters {parameters}, found {actual} ({found})")
     return cls
@@ -139,6 +148,24 @@ def policy_loss_forward(algorithm: RecipeAlgorithm) -> Callable[..., Any]:
     return forward
 
 
+def training_step_method(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``ActorPPOTrainer.training_step`` reporting a tiny token count for a micro-batch with no loss token.
+
+    ``ActorPPOTrainer.ppo_train`` divides a micro-batch's token-weighted metrics by its loss-token
+    count (``ppo_actor.py:216-219``): 0, and a ZeroDivisionError, when compact filtering emptied
+    every episode of it. The count only weights metrics, so such a micro-batch's metrics come out
+    as its own (zero-loss) values and weigh nothing beside any other micro-batch.
+    """
+
+    @functools.wraps(original)
+    def training_step(self, experience, kl_ctl, step, loss_batch_info=None):
+        status = original(self, experience, kl_ctl, step, loss_batch_info)
+        status["num_action_tokens"] = max(status["num_action_tokens"], EMPTY_MICRO_BATCH_TOKENS)
+        return status
+
+    return training_step
+
+
 def patches(recipe: Recipe, plugin_manager: Any = None) -> list[Patch]:
     """The patches ``recipe`` needs (none when OpenRLHF is exactly equivalent), each target checked."""
     needed = plan(recipe)
@@ -148,6 +175,9 @@ def patches(recipe: Recipe, plugin_manager: Any = None) -> list[Patch]:
         found.append(Patch(target(*EXPERIENCE_MAKER), EXPERIENCE_MAKER[2], advantages_method(algorithm)))
     if needed.policy_loss:
         found.append(Patch(target(*POLICY_LOSS), POLICY_LOSS[2], policy_loss_forward(algorithm)))
+    if recipe.filtering.compact:
+        owner = target(*TRAINING_STEP)
+        found.append(Patch(owner, TRAINING_STEP[2], training_step_method(owner.training_step)))
     return found
 
 

@@ -1,9 +1,12 @@
 """Reaching OpenRLHF's Ray workers: ``RAY_RUNTIME_ENV_HOOK=agentrl_openrlhf.ray_hook.runtime_env_hook``.
 
 Ray calls :func:`runtime_env_hook` in the driver when ``train_ppo_ray`` calls ``ray.init``; it
-adds :func:`setup_worker` as the job's ``worker_process_setup_hook`` and forwards
-``AGENTRL_OPENRLHF_RECIPE``, so every worker process (trainer, actors, rollout engines)
-installs the recipe's patches before it runs OpenRLHF code.
+adds :func:`setup_worker` as the job's ``worker_process_setup_hook`` and forwards the variables
+that name the recipe, the run folder and the backend, so every worker process (trainer, actors,
+rollout engines) installs the patches before it runs OpenRLHF code. The driver installs the ones
+that must be in place before OpenRLHF creates its actors: under the CPU backend the CPU patches
+(the rollout engine is created from the driver), and the run-folder recorder (Ray ships the
+trainer actor's class from the driver).
 """
 
 from __future__ import annotations
@@ -12,14 +15,17 @@ import logging
 import os
 from typing import Any
 
-from agentrl_openrlhf.recipe_env import RECIPE_ENV, recipe_from_env
+from agentrl_openrlhf.cpu import BACKEND_ENV, requested
+from agentrl_openrlhf.recipe_env import RECIPE_ENV, RUN_DIR_ENV, recipe_from_env
 
 SETUP_HOOK = "agentrl_openrlhf.ray_hook.setup_worker"
+FORWARDED = (RECIPE_ENV, RUN_DIR_ENV, BACKEND_ENV)
 logger = logging.getLogger(__name__)
+_installed: list[str] = []
 
 
 def runtime_env_hook(runtime_env: dict[str, Any] | None) -> dict[str, Any]:
-    """The job's runtime env with the worker setup hook and the recipe variable added."""
+    """The job's runtime env with the worker setup hook and the forwarded variables; patches the driver."""
     env = dict(runtime_env or {})
     existing = env.get("worker_process_setup_hook")
     if existing not in (None, SETUP_HOOK):
@@ -27,15 +33,38 @@ def runtime_env_hook(runtime_env: dict[str, Any] | None) -> dict[str, Any]:
                          f"agentrl-openrlhf needs {SETUP_HOOK!r} there")
     env["worker_process_setup_hook"] = SETUP_HOOK
     env_vars = dict(env.get("env_vars") or {})
-    if os.environ.get(RECIPE_ENV):
-        env_vars[RECIPE_ENV] = os.environ[RECIPE_ENV]
+    env_vars.update({name: os.environ[name] for name in FORWARDED if os.environ.get(name)})
     env["env_vars"] = env_vars
+    install_driver()
     return env
 
 
-def setup_worker() -> None:
-    """Install the recipe's patches in this worker process."""
-    from agentrl_openrlhf.patches import install
+def install_driver() -> list[str]:
+    """The driver's patches: the CPU backend's when asked for, and the recorder when there is a run folder."""
+    return _install(recipe_patches=False)
 
-    patched = install(recipe_from_env())
+
+def setup_worker() -> None:
+    """Install the CPU backend (when asked for), the recorder (with a run folder) and the recipe's patches."""
+    patched = _install(recipe_patches=True)
     logger.info("agentrl-openrlhf patched %s", ", ".join(patched) or "nothing (OpenRLHF is native for this recipe)")
+
+
+def _install(recipe_patches: bool) -> list[str]:
+    if requested() and "cpu" not in _installed:
+        from agentrl_openrlhf.cpu.patches import install
+
+        install()
+        _installed.append("cpu")
+    if os.environ.get(RUN_DIR_ENV) and "recorder" not in _installed:
+        from agentrl_openrlhf.recorder import recorder_patches
+
+        for patch in recorder_patches():
+            patch.apply()
+        _installed.append("recorder")
+    if recipe_patches and "recipe" not in _installed:
+        from agentrl_openrlhf.patches import install
+
+        _installed.extend(install(recipe_from_env()))
+        _installed.append("recipe")
+    return list(_installed)

@@ -1,4 +1,4 @@
-"""Which recipe the code inside OpenRLHF's processes follows: one environment variable.
+"""Which recipe the code inside OpenRLHF's processes follows, and which run folder it writes: two variables.
 
 OpenRLHF loads the agent executor and the reward file by path, with no arguments, so the
 recipe travels as ``AGENTRL_OPENRLHF_RECIPE``: a registered recipe name (``deepswe_grpopp``)
@@ -16,6 +16,8 @@ from agentrl_plugins.recipe import load_recipe
 from agentrl_plugins.recipe_schema import Recipe
 
 RECIPE_ENV = "AGENTRL_OPENRLHF_RECIPE"
+RUN_DIR_ENV = "AGENTRL_OPENRLHF_RUN_DIR"
+"""The run folder that :mod:`agentrl_openrlhf.recorder` writes into (``agentrl run`` sets it)."""
 
 
 def recipe_from_env() -> Recipe:

@@ -1,4 +1,4 @@
-"""STUB of ``vllm.inputs`` for CPU tests only."""
+"""SHIM of ``vllm.inputs`` for agentrl-openrlhf's CPU backend only."""
 
 
 class TokensPrompt(dict):

@@ -1,0 +1,136 @@
+"""OpenRLHF's side of ``agentrl compare --parity``: the batch through OpenRLHF 0.11.2's own code.
+
+The adapter's flags go through OpenRLHF's own command line (``train_ppo_ray``, stopped where
+training would start) and the runtime-env hook's patches are installed, as in every worker.
+The batch becomes one ``Experience`` (compact-filtered samples have an empty action mask, as
+the shipped executor's ``action_ranges=[]`` gives them); ``RemoteExperienceMaker.compute_
+advantages_and_returns`` makes the advantages; ``PolicyLoss``, built as ``ppo_actor`` builds
+it, makes the loss with ``_optimizer_step_loss_norm``'s denominators for one micro-batch.
+Per-token weights: OpenRLHF keeps its correction coefficients inside ``PolicyLoss.forward``,
+so they are read off a probe (ratio 1, advantage -1, token-sum), whose gradient is exactly
+the coefficient; with a patched loss they are the patch's core correction.
+
+OpenRLHF imports vLLM and flash-attn at module top: where they are not installed (a CPU
+machine) the CPU backend's import shims go on the path first. Run as
+``python -m agentrl_openrlhf.parity IN OUT``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import runpy
+import sys
+from types import SimpleNamespace
+from typing import Any
+
+import torch
+
+from agentrl_plugins.algorithm import RecipeAlgorithm
+from agentrl_plugins.compare.batch import ParityBatch, ParityResult
+from agentrl_plugins.compare.side import gradient, main, mapping_rows, versions
+from agentrl_plugins.errors import AgentRLError
+from agentrl_plugins.recipe_schema import Recipe
+
+from agentrl_openrlhf.adapter import OpenRLHFAdapter
+from agentrl_openrlhf.config import CLI_MODULE, plan
+from agentrl_openrlhf.cpu import SHIMS
+from agentrl_openrlhf.patches import install
+from agentrl_openrlhf.terminations import termination_logs
+
+
+def use_shims_where_missing() -> None:
+    """Put the CPU backend's vLLM and flash-attn shims on the path when the real packages are absent."""
+    if any(importlib.util.find_spec(name) is None for name in ("vllm", "flash_attn")) and str(SHIMS) not in sys.path:
+        sys.path.append(str(SHIMS))
+
+
+class _Parsed(Exception):
+    """Raised where OpenRLHF's command line would start training; carries its parsed arguments."""
+
+    def __init__(self, args: Any):
+        super().__init__("train_ppo_ray stopped before training")
+        self.parsed = args
+
+
+def parsed_args(command: list[str]) -> Any:
+    """OpenRLHF's own parsing and validation of ``command``'s flags (its ``get_strategy`` never runs)."""
+    import openrlhf.utils
+    import ray
+
+    def stop(args: Any) -> None:
+        raise _Parsed(args)
+
+    openrlhf.utils.get_strategy = stop
+    ray.is_initialized = lambda: True
+    sys.argv = [CLI_MODULE, *command[command.index(CLI_MODULE) + 1:]]
+    try:
+        runpy.run_module(CLI_MODULE, run_name="__main__")
+    except _Parsed as parsed:
+        return parsed.parsed
+    raise AgentRLError(f"{CLI_MODULE} returned without reaching get_strategy")
+
+
+def policy_loss(args: Any, **changes: Any):
+    """``PolicyLoss`` as ``ppo_actor`` builds it from ``args`` (``changes`` replace constructor arguments)."""
+    from openrlhf.models.loss import PolicyLoss
+
+    settings = dict(clip_eps_low=args.actor.eps_clip_low_high[0], clip_eps_high=args.actor.eps_clip_low_high[1],
+                    dual_clip=args.actor.dual_clip, token_level_loss=args.actor.loss_agg_mode == "token-mean",
+                    policy_loss_type=args.actor.policy_loss_type,
+                    is_correction_level=args.algo.advantage.is_correction_level,
+                    is_correction_mode=args.algo.advantage.is_correction_mode,
+                    is_correction_gating=args.algo.advantage.is_correction_gating,
+                    is_correction_threshold=args.algo.advantage.is_correction_threshold)
+    return PolicyLoss(**{**settings, **changes})
+
+
+def experience(batch: ParityBatch, action_mask: torch.Tensor) -> Any:
+    """The batch as one OpenRLHF ``Experience`` in rollout order, with the executor's termination logs."""
+    from openrlhf.trainer.ppo_utils.experience import Experience
+
+    logs = [termination_logs(t) for t in batch.terminations]
+    info = {key: torch.tensor([log[key] for log in logs]) for key in logs[0]}
+    return Experience(action_mask=action_mask, action_log_probs=batch.old_logprobs,
+                      rollout_log_probs=batch.sampler_logprobs, kl=torch.zeros_like(batch.old_logprobs),
+                      rewards=batch.rewards.clone(), index=list(range(len(batch.rewards))), info=info)
+
+
+def native_weights(args: Any, batch: ParityBatch, action_mask: torch.Tensor) -> torch.Tensor:
+    """OpenRLHF's correction coefficient per token: the gradient of a token-sum probe at ratio 1, advantage -1."""
+    probe = policy_loss(args, clip_eps_low=0.2, clip_eps_high=0.2, dual_clip=None, token_level_loss=True)
+    logprobs = batch.old_logprobs.clone().requires_grad_()
+    loss = probe(logprobs, batch.old_logprobs, -action_mask.to(logprobs.dtype), action_mask,
+                 batch.sampler_logprobs, batch_num_tokens=1.0)[0]
+    return gradient(loss, logprobs) * action_mask
+
+
+def compute(recipe: Recipe, batch: ParityBatch) -> ParityResult:
+    use_shims_where_missing()
+    from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
+    from openrlhf.trainer.ppo_utils.kl_controller import FixedKLController
+    from openrlhf.utils.loss_utils import _optimizer_step_loss_norm
+
+    config = OpenRLHFAdapter().describe(recipe)
+    args = parsed_args(config.command)
+    install(recipe)
+    algorithm = RecipeAlgorithm.from_recipe(recipe)
+    valid = algorithm.valid(batch.terminations)
+    action_mask = batch.response_mask.bool() & valid[:, None]
+    maker = RemoteExperienceMaker(None, None, None, None, FixedKLController(args.algo.kl.init_coef),
+                                  SimpleNamespace(args=args), None)
+    (made,) = maker.compute_advantages_and_returns([experience(batch, action_mask)])
+    advantages = (made.advantages * action_mask).sum(-1) / action_mask.sum(-1).clamp(min=1)
+    if plan(recipe).policy_loss:
+        weights = algorithm.correct(batch.old_logprobs, batch.sampler_logprobs, action_mask).weights
+    else:
+        weights = native_weights(args, batch, action_mask)
+    logprobs = batch.logprobs.clone().requires_grad_()
+    norm = _optimizer_step_loss_norm([action_mask], None, 1, 1)
+    loss = policy_loss(args)(logprobs, batch.old_logprobs, made.advantages, action_mask, batch.sampler_logprobs,
+                             **norm)[0]
+    return ParityResult("openrlhf", advantages.detach(), weights.detach(), loss.item(), gradient(loss, logprobs),
+                        versions("openrlhf", "agentrl-openrlhf"), mapping_rows(config))
+
+
+if __name__ == "__main__":
+    main(compute)

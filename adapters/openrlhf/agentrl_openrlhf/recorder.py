@@ -1,0 +1,195 @@
+"""The run folder from inside OpenRLHF's ``PPOTrainer``: a ``metrics.jsonl`` row per step, as the TRL run writes.
+
+The runtime-env hook installs these wrappers when ``AGENTRL_OPENRLHF_RUN_DIR`` names the run
+folder (``agentrl run`` sets it). OpenRLHF's own code still does the work; the wrappers only read:
+
+- ``PPOTrainer.fit`` evaluates the starting policy first (step 0, as the TRL run does) and the
+  last step when ``eval.steps`` skipped it;
+- ``RemoteExperienceMaker.make_experience_batch`` counts each step's loss tokens, and those of
+  compact-filtered episodes (which must be zero);
+- ``PPOTrainer.save_logs_and_checkpoints`` (inherited; Ray's actor class holds its own copy)
+  turns OpenRLHF's step status into :class:`StepMetrics` (held back until the step's evaluation
+  when there is one), and appends the raw status to ``openrlhf_steps.jsonl``;
+- ``SamplesGenerator.generate_eval_samples`` keeps the held-out episodes for pass@1 and the
+  hacked fraction, read from the agent executor's per-episode logs.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+
+from agentrl_plugins.plugins import get_plugin_manager
+from agentrl_plugins.runs.metrics import StepMetrics
+from agentrl_plugins.runs.progress import record_step
+from agentrl_plugins.runs.rundir import RunDir
+
+from agentrl_openrlhf.patches import Patch, target
+from agentrl_openrlhf.recipe_env import RUN_DIR_ENV
+
+STEPS_FILE = "openrlhf_steps.jsonl"
+TRAINER = "openrlhf.trainer.ppo_trainer"
+FIT = (TRAINER, "PPOTrainer", "fit", ("self", "global_step"))
+EVALUATE = (TRAINER, "PPOTrainer", "evaluate", ("self", "global_step", "generate_kwargs"))
+SAVE_LOGS = (TRAINER, "PPOTrainer", "save_logs_and_checkpoints", ("self", "global_step", "logs_dict",
+                                                                       "client_states"))
+MAKE_EXPERIENCE = ("openrlhf.trainer.ppo_utils.experience_maker", "RemoteExperienceMaker", "make_experience_batch",
+                   ("self", "rollout_samples"))
+EVAL_SAMPLES = ("openrlhf.trainer.ppo_utils.samples_generator", "SamplesGenerator", "generate_eval_samples",
+                ("self", "generate_kwargs"))
+
+
+@dataclass(frozen=True)
+class LossTokens:
+    """One step's loss tokens: all of them, and the compact-filtered episodes' (zero when filtering holds)."""
+
+    episodes: int
+    policy_tokens: int
+    filtered_episodes: int
+    filtered_loss_tokens: int
+
+
+@dataclass
+class StepRecorder:
+    """Writes the run folder's rows; a row waits in ``pending`` for its step's evaluation."""
+
+    run: RunDir
+    hooks: Any
+    started: float = field(default_factory=time.monotonic)
+    pending: StepMetrics | None = None
+
+    def write(self, row: StepMetrics) -> None:
+        record_step(self.run, row, self.hooks)
+        self.started = time.monotonic()
+
+    def seconds(self) -> float:
+        return time.monotonic() - self.started
+
+
+def loss_tokens(experiences: Sequence[Any]) -> LossTokens:
+    """Count loss tokens (``action_mask``) over a step's experiences, and those of episodes logged ``filtered``."""
+    masks = [e.action_mask for e in experiences]
+    filtered = [e.info["filtered"].reshape(-1).bool() if "filtered" in e.info else torch.zeros(len(m), dtype=bool)
+                for e, m in zip(experiences, masks)]
+    return LossTokens(episodes=sum(len(m) for m in masks), policy_tokens=int(sum(m.sum() for m in masks)),
+                      filtered_episodes=int(sum(f.sum() for f in filtered)),
+                      filtered_loss_tokens=int(sum(m[f].sum() for m, f in zip(masks, filtered))))
+
+
+def held_out(samples: Sequence[Any]) -> tuple[float, float]:
+    """Held-out pass@1 and hacked fraction over every evaluation episode, from the executor's logs."""
+    passed = torch.cat([s.info["passed"].reshape(-1) for s in samples]).float()
+    hacked = torch.cat([s.info["hacked"].reshape(-1) for s in samples]).float()
+    return passed.mean().item(), hacked.mean().item()
+
+
+def train_row(step: int, status: dict[str, Any], tokens: LossTokens, seconds: float) -> StepMetrics:
+    """A step's row from OpenRLHF's status (means over the step's episodes) and its loss-token counts."""
+    return StepMetrics(
+        step=step, train_reward=status["rollout/reward_mean"], heldout_pass1=None, heldout_hacked_fraction=None,
+        hacked_fraction=status.get("hacked"), filtered_fraction=tokens.filtered_episodes / max(tokens.episodes, 1),
+        clip_fraction=status.get("ppo_clip_ratio"), is_capped_fraction=status.get("is_filter_ratio"),
+        entropy=status.get("entropy_loss"), policy_tokens=tokens.policy_tokens, seconds=seconds)
+
+
+def _numbers(status: dict[str, Any]) -> dict[str, float]:
+    return {key: float(value) for key, value in status.items() if isinstance(value, (int, float))}
+
+
+def _evaluates(trainer: Any, step: int) -> bool:
+    return bool(trainer.eval_dataloader) and (step % trainer.args.eval.steps == 0 or step == _last_step(trainer))
+
+
+def _last_step(trainer: Any) -> int:
+    return len(trainer.prompts_dataloader) * trainer.args.train.num_episodes
+
+
+def _eval_kwargs(trainer: Any) -> dict[str, Any]:
+    """What ``PPOTrainer.fit`` passes to ``evaluate``."""
+    return {**trainer.generate_kwargs, "temperature": trainer.args.eval.temperature,
+            "n_samples_per_prompt": trainer.args.eval.n_samples_per_prompt}
+
+
+def fit_method(original: Any) -> Any:
+    @functools.wraps(original)
+    def fit(self, global_step: int = 0) -> None:
+        self.agentrl_recorder = StepRecorder(RunDir(Path(os.environ[RUN_DIR_ENV])), get_plugin_manager().hook)
+        if global_step == 0 and self.eval_dataloader and not self.agentrl_recorder.run.read_metrics():
+            self.evaluate(0, **_eval_kwargs(self))
+        original(self, global_step)
+        if self.agentrl_recorder.pending is not None:
+            self.evaluate(self.agentrl_recorder.pending.step, **_eval_kwargs(self))
+
+    return fit
+
+
+def evaluate_method(original: Any) -> Any:
+    @functools.wraps(original)
+    def evaluate(self, global_step, **generate_kwargs):
+        logs = original(self, global_step, **generate_kwargs)
+        recorder = self.agentrl_recorder
+        pass_at_1, hacked = held_out(self.samples_generator.agentrl_eval_samples)
+        row = recorder.pending or StepMetrics(global_step, None, None, None, None, None, None, None, None, 0, 0.0)
+        recorder.pending = None
+        recorder.write(StepMetrics(**{**row.to_dict(), "heldout_pass1": pass_at_1, "heldout_hacked_fraction": hacked,
+                                      "seconds": row.seconds + recorder.seconds()}))
+        return logs
+
+    return evaluate
+
+
+def save_logs_method(original: Any) -> Any:
+    @functools.wraps(original)
+    def save_logs_and_checkpoints(self, global_step: int, logs_dict=None, client_states=None) -> None:
+        original(self, global_step, logs_dict, client_states)
+        recorder = self.agentrl_recorder
+        tokens = self.experience_maker.agentrl_loss_tokens
+        with open(recorder.run.path / STEPS_FILE, "a") as handle:
+            handle.write(json.dumps({"step": global_step, **tokens.__dict__, "status": _numbers(logs_dict)}) + "\n")
+        row = train_row(global_step, logs_dict, tokens, recorder.seconds())
+        if _evaluates(self, global_step):
+            recorder.pending = row
+            recorder.started = time.monotonic()
+        else:
+            recorder.write(row)
+
+    return save_logs_and_checkpoints
+
+
+def make_experience_method(original: Any) -> Any:
+    @functools.wraps(original)
+    def make_experience_batch(self, rollout_samples):
+        experiences = original(self, rollout_samples)
+        self.agentrl_loss_tokens = loss_tokens(experiences)
+        return experiences
+
+    return make_experience_batch
+
+
+def eval_samples_method(original: Any) -> Any:
+    @functools.wraps(original)
+    def generate_eval_samples(self, **generate_kwargs):
+        self.agentrl_eval_samples = original(self, **generate_kwargs)
+        return self.agentrl_eval_samples
+
+    return generate_eval_samples
+
+
+WRAPPERS = ((FIT, fit_method), (EVALUATE, evaluate_method), (SAVE_LOGS, save_logs_method),
+            (MAKE_EXPERIENCE, make_experience_method), (EVAL_SAMPLES, eval_samples_method))
+
+
+def recorder_patches() -> list[Patch]:
+    """The wrappers, each target checked against OpenRLHF 0.11.2."""
+    found = []
+    for spec, wrap in WRAPPERS:
+        owner = target(*spec)
+        found.append(Patch(owner, spec[2], wrap(getattr(owner, spec[2]))))
+    return found

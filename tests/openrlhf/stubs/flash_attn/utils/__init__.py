@@ -1,1 +1,0 @@
-"""STUB of ``flash_attn.utils`` for CPU tests only."""

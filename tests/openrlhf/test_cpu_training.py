@@ -1,0 +1,66 @@
+"""A real two-step OpenRLHF 0.11.2 training on the BugFix gym, on a CPU, through ``agentrl run --framework openrlhf``.
+
+The unmodified ``python -m openrlhf.cli.train_ppo_ray`` runs under the CPU backend: DeepSpeed on
+its CPU accelerator, the Hugging Face rollout actor in place of vLLM, weights synced over gloo,
+episodes played by the shipped agent executor through the core episode runner. TinyAgent is
+random-initialised to keep it quick, so it earns no reward; ``loss.entropy_coef`` gives the
+updates a gradient anyway (the weights must move for the sync check to mean anything), and
+compact filtering keeps only ``max_context`` so that a random policy's episodes, whose lengths
+straddle the 520-token budget after 4 turns, split between filtered (out of context) and kept
+(out of turns). The trainer starts from the model in bf16 (OpenRLHF's parameter dtype).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import torch
+from transformers import AutoModelForCausalLM
+
+from agentrl_plugins.runs.rundir import RunDir
+from agentrl_plugins.tinyagent.model import build_model
+
+from agentrl_openrlhf.cpu import BACKEND_ENV
+from agentrl_openrlhf.cpu.weights import weights_digest
+from agentrl_openrlhf.recorder import STEPS_FILE
+
+OVERRIDES = {"train.steps": 2, "train.eval_every": 1, "train.eval_episodes_per_task": 1, "rollout.group_size": 4,
+             "rollout.tasks_per_step": 2, "rollout.max_turns": 4, "rollout.max_context_tokens": 520,
+             "filtering.reasons": '["max_context"]', "loss.entropy_coef": 0.01}
+
+
+def test_two_real_openrlhf_steps_on_the_cpu_backend(tmp_path, tokenizer):
+    initial = build_model(tokenizer, seed=0)
+    initial.save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    run = RunDir(tmp_path / "run")
+    result = subprocess.run(
+        [sys.executable, "-m", "agentrl_plugins", "run", "deepswe_grpopp", "--framework", "openrlhf",
+         "--profile", "laptop", "--model", str(tmp_path / "model"), "--out", str(run.path),
+         *[arg for key, value in OVERRIDES.items() for arg in ("-o", f"{key}={value}")]],
+        capture_output=True, text=True, timeout=900, env={**os.environ, BACKEND_ENV: "cpu", "OMP_NUM_THREADS": "1"})
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
+
+    syncs = [json.loads(line) for line in (run.path / "rollout_weights.jsonl").read_text().splitlines()]
+    trained = AutoModelForCausalLM.from_pretrained(run.final_weights, dtype=torch.float32)
+    assert [s["sync"] for s in syncs] == [1, 2]
+    assert syncs[-1]["sha256"] == weights_digest(trained) != weights_digest(initial.to(torch.bfloat16)), \
+        "after the last sync the rollout actor holds exactly the trained weights, which moved off the start"
+
+    steps = [json.loads(line) for line in (run.path / STEPS_FILE).read_text().splitlines()]
+    assert [s["step"] for s in steps] == [1, 2] and all(s["episodes"] == 8 for s in steps)
+    assert sum(s["filtered_episodes"] for s in steps) > 0 and all(s["filtered_loss_tokens"] == 0 for s in steps)
+    assert sum(s["policy_tokens"] for s in steps) > 0, "kept episodes carried the loss"
+
+    rows = run.read_metrics()
+    assert [r.step for r in rows] == [0, 1, 2]
+    assert rows[0].heldout_pass1 is not None and rows[0].train_reward is None and rows[0].policy_tokens == 0
+    for row, step in zip(rows[1:], steps):
+        assert row.train_reward == step["status"]["rollout/reward_mean"] and row.heldout_pass1 is not None
+        assert row.policy_tokens == step["policy_tokens"]
+        assert row.filtered_fraction == step["filtered_episodes"] / step["episodes"]
+        assert row.entropy is not None and row.seconds > 0
+    assert (run.path / "report.md").is_file() and (run.path / "curves.png").is_file()
