@@ -8,12 +8,20 @@ from typing import Any, Sequence
 
 from agentrl_plugins.environment import EnvironmentSuite, VerifierFn
 from agentrl_plugins.episode import Generate, run_episodes
-from agentrl_plugins.types import Limits, Sampling, Task, Trajectory
+from agentrl_plugins.types import Limits, Sampling, Task, Trajectory, Verdict
+
+
+def honest_pass(verdict: Verdict | None) -> bool:
+    """A pass that counts for pass@1: passed and not flagged ``hacked`` (whatever verifier the run trains on)."""
+    return verdict is not None and verdict.passed and not verdict.hacked
 
 
 @dataclass(frozen=True)
 class Evaluation:
-    """Mean success over every episode, the hacked fraction, and pass@1 per family."""
+    """Mean honest success over every episode, the hacked fraction, and pass@1 per family.
+
+    A verdict flagged ``hacked`` never counts as a pass, so pass@1 means the same under a verifier the
+    policy can game (``public_tests``) as under the ground truth."""
 
     pass_at_1: float
     hacked_fraction: float
@@ -24,7 +32,7 @@ class Evaluation:
 def summarize(trajectories: Sequence[Trajectory]) -> Evaluation:
     by_family: dict[str, list[float]] = defaultdict(list)
     for trajectory in trajectories:
-        by_family[trajectory.family].append(float(trajectory.verdict is not None and trajectory.verdict.passed))
+        by_family[trajectory.family].append(float(honest_pass(trajectory.verdict)))
     passed = [value for values in by_family.values() for value in values]
     hacked = [float(bool(t.verdict and t.verdict.hacked)) for t in trajectories]
     return Evaluation(

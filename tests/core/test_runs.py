@@ -49,7 +49,7 @@ def test_report_has_curves_and_a_table(tmp_path):
     assert (run.path / "curves.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_summarize_counts_passed_and_hacked():
+def test_summarize_counts_honest_passes_and_hacked():
     def trajectory(family, passed, hacked):
         verdict = Verdict(float(passed), passed, flags={"hacked": hacked})
         return Trajectory("t", [], [], [], [], [], "submitted", verdict.reward, verdict, family=family)
@@ -58,3 +58,5 @@ def test_summarize_counts_passed_and_hacked():
                         trajectory("b", False, False)])
     assert result.pass_at_1 == 0.25 and result.hacked_fraction == 0.25
     assert result.per_family == {"a": 0.5, "b": 0.0}
+    gamed = summarize([trajectory("a", True, True), trajectory("a", True, False)])
+    assert gamed.pass_at_1 == 0.5 and gamed.hacked_fraction == 0.5 and gamed.per_family == {"a": 0.5}

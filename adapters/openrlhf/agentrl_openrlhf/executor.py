@@ -16,6 +16,7 @@ from agentrl_plugins.algorithm import RecipeAlgorithm
 from agentrl_plugins.episode import run_episode
 from agentrl_plugins.errors import UnknownNameError
 from agentrl_plugins.plugins import get_plugin_manager
+from agentrl_plugins.runs.evaluate import honest_pass
 from agentrl_plugins.types import Limits, Sampling, Trajectory
 from agentrl_plugins.verifiers import build_verifier
 
@@ -40,7 +41,7 @@ def executor_output(trajectory: Trajectory, prompt: Any, label: Any, images: Any
         "rollout_log_probs": [0.0] * offset + trajectory.logprobs,
         "truncated": trajectory.termination == "max_context",
         "extra_logs": {
-            "passed": float(bool(trajectory.verdict and trajectory.verdict.passed)),
+            "passed": float(honest_pass(trajectory.verdict)),
             "hacked": float(bool(trajectory.verdict and trajectory.verdict.hacked)),
             "filtered": float(not keep),
             "num_turns": float(trajectory.num_turns),

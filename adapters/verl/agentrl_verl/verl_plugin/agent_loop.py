@@ -23,6 +23,7 @@ from agentrl_plugins.environment import EnvironmentSuite, VerifierFn
 from agentrl_plugins.episode import run_episode
 from agentrl_plugins.errors import UnknownNameError
 from agentrl_plugins.plugins import get_plugin_manager
+from agentrl_plugins.runs.evaluate import honest_pass
 from agentrl_plugins.types import Generation, Limits, Sampling, Task, Trajectory
 from agentrl_plugins.verifiers import build_verifier
 
@@ -159,7 +160,7 @@ def episode_record(task: Task, trajectory: Trajectory, output: AgentLoopOutput) 
     return EpisodeRecord(
         split=task.split, weights_version=int(extra["min_global_steps"]), task_id=trajectory.task_id,
         termination=trajectory.termination, reward=float(trajectory.reward),
-        passed=bool(verdict and verdict.passed), hacked=bool(verdict and verdict.hacked),
+        passed=honest_pass(verdict), hacked=bool(verdict and verdict.hacked),
         filtered=bool(extra["reward_extra_info"]["filtered"]), prompt_ids=list(trajectory.prompt_ids),
         response_ids=list(trajectory.response_ids), policy_mask=list(trajectory.response_mask),
         logprobs=[float(x) for x in trajectory.logprobs])
