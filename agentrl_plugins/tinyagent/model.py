@@ -22,7 +22,8 @@ class ModelSize:
 
 
 TINYAGENT_SIZE = ModelSize(hidden_size=128, num_hidden_layers=4, intermediate_size=512)
-"""The warm-started TinyAgent's size: the smallest that learns to read the edit menu of a held-out task."""
+"""The warm-started TinyAgent's size: at it the warm start reads a held-out task's edit menu; at the smaller
+defaults it named ops that are not in the menu."""
 
 
 def build_model(tokenizer: PreTrainedTokenizerBase, seed: int, size: ModelSize = ModelSize()) -> Qwen2ForCausalLM:

@@ -112,12 +112,6 @@ def run_sync(make: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
         return pool.submit(lambda: asyncio.run(make())).result()
 
 
-def _call(tool: str, arg: str | None = None) -> str:
-    from bugfix_gym.grammar import format_call
-
-    return format_call(tool, arg)
-
-
 def renamed_variant(family: Any, index: int, names: list[str], generator: torch.Generator) -> Any:
     """``family`` as ``NAME~index``: its fix called ``names[0]`` and first, then its other ops and ``names[1:]``
     (ops that change nothing) in a shuffled order."""
@@ -134,9 +128,11 @@ def curriculum(settings: WarmStartSettings, seed: int) -> tuple[list[Any], list[
     """The families to play (train families and their renamed variants) and ``(family name, script)`` pairs."""
     from bugfix_gym import policies
     from bugfix_gym.families import FAMILIES
+    from bugfix_gym.grammar import format_call
 
     def careful(op: str) -> list[str]:
-        return [_call("read"), _call("test"), _call("edit", op), _call("test"), _call("submit")]
+        return [format_call("read"), format_call("test"), format_call("edit", op), format_call("test"),
+                format_call("submit")]
 
     generator = torch.Generator().manual_seed(seed)
     train = [family for family in FAMILIES if family.split == "train"]
