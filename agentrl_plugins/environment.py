@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
 
+from agentrl_plugins.errors import UnknownNameError
 from agentrl_plugins.types import Task, Verdict
 
 
@@ -41,3 +43,19 @@ class EnvironmentSuite(Protocol):
 
 class VerifierFn(Protocol):
     def __call__(self, outcome: Any) -> Verdict: ...
+
+
+def build_environment(settings: Any, plugin_manager: Any = None) -> EnvironmentSuite:
+    """The environment a recipe's ``[environment]`` section names, made by its factory with ``options``."""
+    from agentrl_plugins.plugins import get_plugin_manager
+
+    component = (plugin_manager or get_plugin_manager()).get("environment", settings.name)
+    options = settings.options
+    parameters = inspect.signature(component.factory).parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+    for key in options:
+        if not takes_any and key not in parameters:
+            raise UnknownNameError(f"option of environment {component.name!r}", key,
+                                   [name for name in parameters if name != "self"],
+                                   "Set options under [environment.options] in the recipe.")
+    return component.factory(**options)

@@ -16,6 +16,7 @@ class EnvironmentSection:
     name: str = "bugfix"
     train_split: str = "train"
     eval_split: str = "held_out"
+    options: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

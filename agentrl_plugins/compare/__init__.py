@@ -4,6 +4,6 @@ Parity (one recorded batch through each framework's own advantage, correction an
 code): ``record`` (the batch, from the BugFix gym), ``batch`` (the file format exchanged with
 each framework's environment), ``side`` (what each adapter's ``parity`` module shares),
 ``runner`` (finds each framework's environment and runs its side there), ``reference`` (the
-core's numbers), ``table``, ``report`` and ``command`` (the CLI). Learning comparisons and
-recipe-vs-recipe runs belong beside them as modules of their own, reusing ``runner``.
+core's numbers), ``table`` and ``report``. Learning (every recipe on every framework's real
+trainer, per seed): ``learning`` and ``learning_report``. ``command`` is the CLI.
 """

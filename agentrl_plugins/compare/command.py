@@ -1,7 +1,8 @@
-"""``agentrl compare RECIPE --frameworks trl,verl,openrlhf --parity``."""
+"""``agentrl compare RECIPE... --frameworks trl,verl,openrlhf [--parity | --learning]``."""
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -9,10 +10,12 @@ from typing import List, Optional
 import typer
 
 from agentrl_plugins.compare.batch import write_input
+from agentrl_plugins.compare.learning import check_budgets, plan_arms, run_learning
+from agentrl_plugins.compare.learning_report import arms_table, write_learning_report
 from agentrl_plugins.compare.record import record_batch
 from agentrl_plugins.compare.report import ParityRun, write_report
 from agentrl_plugins.compare.runner import check_frameworks, find_env, run_side
-from agentrl_plugins.compare.table import markdown, parity_table
+from agentrl_plugins.compare.table import differences_markdown, markdown, parity_table
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.recipe import load_recipe, parse_overrides
 from agentrl_plugins.recipe_schema import Recipe
@@ -29,25 +32,55 @@ def run_parity(recipe: Recipe, overrides: dict, frameworks: list[str], seed: int
     return ParityRun(recipe, overrides, batch, envs, results, parity_table(recipe, batch, results))
 
 
+def default_folder(recipes: list[str], override_items: list[str]) -> Path:
+    """``runs/compare-A[-vs-B]``, plus a short hash of the overrides so that differently overridden comparisons
+    never share a folder."""
+    name = "compare-" + "-vs-".join(recipes)
+    if override_items:
+        name += "-" + hashlib.sha256("\n".join(override_items).encode()).hexdigest()[:8]
+    return Path("runs") / name
+
+
 def compare_command(
-    recipe_name: str = typer.Argument(..., metavar="RECIPE"),
-    frameworks: str = typer.Option("trl,verl,openrlhf", "--frameworks", help="Comma-separated frameworks."),
-    parity: bool = typer.Option(False, "--parity", help="One recorded batch through each framework's own code."),
+    recipe_names: List[str] = typer.Argument(..., metavar="RECIPE..."),
+    frameworks: str = typer.Option("trl,verl,openrlhf", "--frameworks", "--framework",
+                                   help="Comma-separated frameworks."),
+    parity: bool = typer.Option(False, "--parity", help="Only the parity check: one recorded batch through each "
+                                                       "framework's own code."),
+    learning: bool = typer.Option(False, "--learning", help="Only the learning comparison: every recipe on every "
+                                                           "framework's real trainer, per seed."),
+    seeds: str = typer.Option("0,1,2", help="Comma-separated training seeds of the learning comparison."),
+    model: Optional[str] = typer.Option(None, help="A local Hugging Face causal LM instead of TinyAgent (learning)."),
     overrides: Optional[List[str]] = typer.Option(None, "-o", "--override", help="Override a recipe key."),
-    profile: Optional[str] = typer.Option(None, help="Apply one of the recipe's profiles."),
+    profile: Optional[str] = typer.Option(None, help="Apply one of the recipe's profiles (parity)."),
     seed: Optional[int] = typer.Option(None, help="Seed of the recorded batch (default: the recipe's train.seed)."),
-    out: Optional[Path] = typer.Option(None, help="Output folder (default runs/compare-RECIPE-seedN)."),
+    out: Optional[Path] = typer.Option(None, help="Output folder (default runs/compare-RECIPE[-vs-RECIPE][-HASH])."),
 ) -> None:
-    """Compare frameworks on one recipe; --parity checks their numbers against the core to 1e-6."""
-    if not parity:
-        raise AgentRLError("only --parity is available so far: agentrl compare RECIPE --frameworks ... --parity")
-    values = parse_overrides(overrides or [])
-    recipe = load_recipe(recipe_name, values, profile)
-    seed = recipe.train.seed if seed is None else seed
-    folder = out or Path("runs") / f"compare-{recipe.name}-seed{seed}"
-    run = run_parity(recipe, values, [name.strip() for name in frameworks.split(",") if name.strip()], seed, folder)
-    report = write_report(run, folder)
-    sys.stdout.write(f"{markdown(run.table)}\n\nreport: {report}\n")
-    if run.table.mismatches:
-        sys.stdout.write(f"{len(run.table.mismatches)} row(s) beyond the tolerance: see the report\n")
+    """Compare frameworks on a recipe, or recipes on a framework: parity to 1e-6, then learning over seeds.
+
+    With one recipe and neither flag, both run; with two or more recipes, the learning comparison runs."""
+    names = [name.strip() for name in frameworks.split(",") if name.strip()]
+    check_frameworks(names)
+    items = list(overrides or [])
+    if parity and len(recipe_names) > 1:
+        raise AgentRLError("--parity compares frameworks on one recipe; name one recipe")
+    folder = out or default_folder(recipe_names, items)
+    table = None
+    if parity or not learning and len(recipe_names) == 1:
+        values = parse_overrides(items)
+        recipe = load_recipe(recipe_names[0], values, profile)
+        batch_seed = recipe.train.seed if seed is None else seed
+        run = run_parity(recipe, values, names, batch_seed, folder)
+        table = run.table
+        report = write_report(run, folder)
+        sys.stdout.write(f"{markdown(run.table)}\n\nparity report: {report}\n")
+    if learning or not parity:
+        arms = plan_arms(recipe_names, names)
+        seed_list = [int(part) for part in seeds.split(",") if part.strip()]
+        results = run_learning(arms, seed_list, items, folder, model)
+        design = differences_markdown(table) if table is not None and table.differences else ""
+        report = write_learning_report(results, check_budgets(arms, items, model), items, folder, design)
+        sys.stdout.write(f"{arms_table(results)}\n\nlearning report: {report}\n")
+    if table is not None and table.mismatches:
+        sys.stdout.write(f"{len(table.mismatches)} parity row(s) beyond the tolerance: see the report\n")
         raise typer.Exit(1)

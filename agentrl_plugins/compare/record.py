@@ -20,6 +20,7 @@ import torch
 
 from agentrl_plugins.batch import TrajectoryBatch
 from agentrl_plugins.compare.batch import ParityBatch
+from agentrl_plugins.environment import build_environment
 from agentrl_plugins.episode import run_episode
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.recipe_schema import Recipe
@@ -71,7 +72,7 @@ def record_episodes(recipe: Recipe, seed: int, plugin_manager: Any = None) -> li
     size = recipe.rollout.group_size
     if size < 2:
         raise AgentRLError(f"parity needs groups of at least 2 episodes; rollout.group_size is {size}")
-    env = plugin_manager.get("environment", recipe.environment.name).factory()
+    env = build_environment(recipe.environment, plugin_manager)
     if not hasattr(env, "family"):
         env.close()
         raise AgentRLError(f"the parity batch is recorded in the BugFix gym's families; environment "

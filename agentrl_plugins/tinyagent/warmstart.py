@@ -26,7 +26,7 @@ import shutil
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Coroutine
 
@@ -112,23 +112,12 @@ def run_sync(make: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
         return pool.submit(lambda: asyncio.run(make())).result()
 
 
-def renamed_variant(family: Any, index: int, names: list[str], generator: torch.Generator) -> Any:
-    """``family`` as ``NAME~index``: its fix called ``names[0]`` and first, then its other ops and ``names[1:]``
-    (ops that change nothing) in a shuffled order."""
-    from bugfix_gym.family import EditOp
-
-    fix, rest = family.fix_op, [op for op in family.ops if op.kind != "fix"]
-    rest += [EditOp(name, lambda source: source, "wrong_fix") for name in names[1:]]
-    order = torch.randperm(len(rest), generator=generator).tolist()
-    ops = (replace(fix, name=names[0]),) + tuple(rest[i] for i in order)
-    return replace(family, name=f"{family.name}~{index}", ops=ops)
-
-
 def curriculum(settings: WarmStartSettings, seed: int) -> tuple[list[Any], list[tuple[str, list[str]]]]:
     """The families to play (train families and their renamed variants) and ``(family name, script)`` pairs."""
     from bugfix_gym import policies
     from bugfix_gym.families import FAMILIES
     from bugfix_gym.grammar import format_call
+    from bugfix_gym.variants import renamed_variant
 
     def careful(op: str) -> list[str]:
         return [format_call("read"), format_call("test"), format_call("edit", op), format_call("test"),
@@ -136,7 +125,6 @@ def curriculum(settings: WarmStartSettings, seed: int) -> tuple[list[Any], list[
 
     generator = torch.Generator().manual_seed(seed)
     train = [family for family in FAMILIES if family.split == "train"]
-    every_op = sorted({name for family in FAMILIES for name in family.op_names} - {"hardcode_tests"})
     families, out = list(train), []
     for family in train:
         out += [(family.name, policies.solver(family))] * settings.solver
@@ -144,9 +132,7 @@ def curriculum(settings: WarmStartSettings, seed: int) -> tuple[list[Any], list[
         out += [(family.name, policies.random_messages(family, SCRIPT_LIMITS.max_turns, generator))
                 for _ in range(settings.random_menu)]
         for index in range(settings.renamed):
-            others = [name for name in every_op if name not in family.op_names or name == family.fix_op.name]
-            picks = torch.randperm(len(others), generator=generator)[: 2 + index % settings.max_distractors]
-            variant = renamed_variant(family, index, [others[i] for i in picks.tolist()], generator)
+            variant = renamed_variant(family, index, generator, settings.max_distractors)
             families.append(variant)
             out.append((variant.name, policies.solver(variant)))
     return families, out

@@ -125,10 +125,10 @@ def test_the_report_shows_the_table_versions_seeds_and_differences(tmp_path, bat
     assert "| trl | loss |" in text and "no dual clip" in text and "core with loss.clip_c=None" in text
 
 
-def test_compare_needs_parity_and_known_frameworks():
+def test_compare_names_known_frameworks_and_parity_takes_one_recipe():
     runner = CliRunner()
-    with pytest.raises(AgentRLError, match="only --parity"):
-        runner.invoke(build_app(), ["compare", "deepswe_grpopp"], catch_exceptions=False)
+    with pytest.raises(AgentRLError, match="--parity compares frameworks on one recipe"):
+        runner.invoke(build_app(), ["compare", "deepswe_grpopp", "grpo", "--parity"], catch_exceptions=False)
     with pytest.raises(UnknownNameError, match="Did you mean 'openrlhf'"):
         runner.invoke(build_app(), ["compare", "deepswe_grpopp", "--frameworks", "openrlfh", "--parity"],
                       catch_exceptions=False)

@@ -6,8 +6,11 @@ import pytest
 
 from agentrl_plugins import hookimpl
 from agentrl_plugins.components import AdvantageEstimator, Environment, Verifier
+from agentrl_plugins.environment import build_environment
 from agentrl_plugins.errors import DuplicateNameError, UnknownNameError
 from agentrl_plugins.plugins import PluginManager
+from agentrl_plugins.recipe import load_recipe, parse_overrides
+from agentrl_plugins.recipe_schema import EnvironmentSection
 
 EXTRA_ESTIMATOR = """
 from agentrl_plugins import hookimpl
@@ -176,3 +179,24 @@ def test_adapter_correction_and_command_hooks_reach_the_cli(monkeypatch):
     shown = CliRunner().invoke(app, ["recipes", "show", "dapo", "--framework", "toy"], catch_exceptions=False)
     assert "toy.clip" in shown.output and "native" in shown.output and "--clip=0.28" in shown.output
     assert CliRunner().invoke(app, ["hello"]).output.strip() == "hello from a plugin"
+
+
+def test_environment_options_reach_the_factory_and_unknown_ones_are_named():
+    made = []
+
+    def toy_suite(size: int = 1, seed: int = 0):
+        made.append((size, seed))
+        return made
+
+    class ToyEnvironment:
+        @hookimpl
+        def agentrl_register_environments(self, register):
+            register(Environment("toy", toy_suite, "A toy suite."))
+
+    manager = PluginManager(load_entry_points=False)
+    manager.add_plugin(ToyEnvironment(), "toy-env", "toy-dist")
+    assert build_environment(EnvironmentSection("toy", options={"size": 3}), manager) == [(3, 0)]
+    with pytest.raises(UnknownNameError, match="unknown option of environment 'toy' 'sise'.*Did you mean 'size'"):
+        build_environment(EnvironmentSection("toy", options={"sise": 3}), manager)
+    recipe = load_recipe("grpo", parse_overrides(["environment.options={renamed_variants=2}"]), plugin_manager=manager)
+    assert recipe.environment.options == {"renamed_variants": 2}

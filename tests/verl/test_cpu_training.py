@@ -134,6 +134,12 @@ def test_the_policy_weights_changed(run, model_dir, episodes):
     assert max(float((start[k] - end[k]).abs().max()) for k in end) > 0
 
 
+def test_the_final_folder_holds_the_last_checkpoint_as_float32_hugging_face_weights(run, model_dir):
+    final = AutoModelForCausalLM.from_pretrained(run / "final", dtype=torch.float32).state_dict()
+    last = weights(model_dir, run, STEPS)
+    assert set(final) == set(last) and all(torch.equal(final[key], last[key]) for key in last)
+
+
 def test_filtered_episodes_carry_no_loss(run, model_dir, episodes, verl):
     """A step whose episodes are all filtered moves nothing; the first step that moves the policy moves it along
     the gradient of the kept episodes alone (Adam's first step follows its sign), not of every episode."""

@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from agentrl_plugins.plugins import get_plugin_manager
+from agentrl_plugins.environment import build_environment
 from agentrl_plugins.recipe import load_recipe
 
 from agentrl_openrlhf.config import RUNTIME_ENV_HOOK
@@ -50,7 +50,7 @@ def dataset(
 ) -> None:
     """Write the prompt dataset: --data.prompt_dataset OUT --data.input_key prompt --data.label_key label."""
     recipe = load_recipe(recipe_name)
-    env = get_plugin_manager().get("environment", recipe.environment.name).factory()
+    env = build_environment(recipe.environment)
     rows = dataset_rows(env, recipe, split or recipe.environment.train_split)
     write_jsonl(rows, out)
     sys.stdout.write(f"{len(rows)} prompts -> {out}\n")

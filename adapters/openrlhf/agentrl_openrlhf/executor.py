@@ -13,6 +13,7 @@ from typing import Any
 from openrlhf.utils.agent import AgentExecutorBase
 
 from agentrl_plugins.algorithm import RecipeAlgorithm
+from agentrl_plugins.environment import build_environment
 from agentrl_plugins.episode import run_episode
 from agentrl_plugins.errors import UnknownNameError
 from agentrl_plugins.plugins import get_plugin_manager
@@ -62,7 +63,7 @@ class AgentExecutor(AgentExecutorBase):
         recipe = recipe_from_env()
         manager = get_plugin_manager()
         self.recipe = recipe
-        self.env = manager.get("environment", recipe.environment.name).factory()
+        self.env = build_environment(recipe.environment, manager)
         self.tasks = {task.id: task for task in self.env.tasks()}
         self.verifier = build_verifier(recipe.verifier.names, recipe.verifier.combine, manager)
         self.algorithm = RecipeAlgorithm.from_recipe(recipe, manager)

@@ -11,8 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from agentrl_plugins.environment import build_environment
 from agentrl_plugins.errors import AgentRLError
-from agentrl_plugins.plugins import get_plugin_manager
 from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.runs.report import write_report
 from agentrl_plugins.runs.rundir import RunDir
@@ -56,7 +56,7 @@ def model_dir(model: str | None, require: bool) -> Path:
 def launch(recipe: Recipe, run: RunDir, paths: RunPaths, command: list[str]) -> Path:
     """Write the run folder and the datasets, run the command, write the report; return the folder."""
     run.create(recipe, FRAMEWORK, {"model": str(paths.model), "model_path": str(paths.model), "command": command})
-    env = get_plugin_manager().get("environment", recipe.environment.name).factory()
+    env = build_environment(recipe.environment)
     write_jsonl(dataset_rows(env, recipe, recipe.environment.train_split), paths.train_data)
     write_jsonl(dataset_rows(env, recipe, recipe.environment.eval_split), paths.eval_data)
     result = subprocess.run(command, check=False)

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import torch
 
-from agentrl_plugins.environment import EnvironmentSuite, VerifierFn
+from agentrl_plugins.environment import EnvironmentSuite, VerifierFn, build_environment
 from agentrl_plugins.plugins import get_plugin_manager
 from agentrl_plugins.types import Task, Verdict
 from agentrl_plugins.verifiers import build_verifier
@@ -54,7 +54,7 @@ def judge() -> Callable[[str, str], Verdict]:
     """The judge for ``AGENTRL_OPENRLHF_RECIPE``, built once per process."""
     recipe = recipe_from_env()
     manager = get_plugin_manager()
-    env = manager.get("environment", recipe.environment.name).factory()
+    env = build_environment(recipe.environment, manager)
     return SingleTurnJudge(env, {task.id: task for task in env.tasks()},
                            build_verifier(recipe.verifier.names, recipe.verifier.combine, manager),
                            recipe.rollout.max_turns)

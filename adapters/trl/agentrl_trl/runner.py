@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Callable
 
@@ -13,6 +14,7 @@ from transformers import TrainerCallback
 
 from agentrl_plugins.adapter import RunOptions
 from agentrl_plugins.algorithm import RecipeAlgorithm
+from agentrl_plugins.environment import build_environment
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.plugins import get_plugin_manager
 from agentrl_plugins.recipe_schema import Recipe
@@ -120,6 +122,7 @@ def run(recipe: Recipe, options: RunOptions) -> Path:
         run_dir = RunDir(Path(options.run_dir)) if options.run_dir else RunDir.default(recipe, FRAMEWORK)
         model_path = options.model
         run_dir.create(recipe, FRAMEWORK, {"model": model_path or "tinyagent", "model_path": model_path})
+    warnings.filterwarnings("ignore", message=r"`\w*gradient_checkpointing\w*` is deprecated", category=FutureWarning)
     model, tokenizer = load_policy(model_path)
     trainer = build_trainer(recipe, model, tokenizer, run_dir, _generator_factory(tokenizer))
     try:
@@ -145,7 +148,7 @@ def build_trainer(recipe: Recipe, model: Any, tokenizer: Any, run_dir: RunDir,
     from agentrl_trl.trainer import AgentGRPOTrainer
 
     manager = get_plugin_manager()
-    env = manager.get("environment", recipe.environment.name).factory()
+    env = build_environment(recipe.environment, manager)
     rollout = EpisodeRollout(
         env, env.tasks(), build_verifier(recipe.verifier.names, recipe.verifier.combine, manager), tokenizer,
         Limits(recipe.rollout.max_turns, recipe.rollout.max_context_tokens, recipe.rollout.max_new_tokens_per_turn,

@@ -18,6 +18,7 @@ import time
 
 import torch
 
+from agentrl_plugins.environment import build_environment
 from agentrl_plugins.episode import run_episodes
 from agentrl_plugins.plugins import get_plugin_manager
 from agentrl_plugins.recipe import load_recipe
@@ -40,7 +41,7 @@ def load(random_model: bool):
 
 def play(model, tokenizer, recipe, max_batch: int, seed: int) -> dict:
     manager = get_plugin_manager()
-    env = manager.get("environment", recipe.environment.name).factory()
+    env = build_environment(recipe.environment, manager)
     tasks = env.tasks(recipe.environment.train_split)[: recipe.rollout.tasks_per_step]
     generator = HFGenerator(model, tokenizer.eos_token_id, tokenizer.pad_token_id, seed=seed, max_batch=max_batch)
     r = recipe.rollout

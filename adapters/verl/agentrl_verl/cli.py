@@ -13,7 +13,9 @@ verl_app = typer.Typer(help="verl: the parquet dataset for the agentrl agent loo
 def dataset(out_dir: Path = typer.Argument(..., help="Folder for one <split>.parquet per split."),
             environment: str = typer.Option("bugfix", help="A registered agentrl environment.")) -> None:
     """Write the environment's tasks as verl parquet files, one per split, with the agent loop named per row."""
+    from agentrl_plugins.recipe_schema import EnvironmentSection
+
     from agentrl_verl.dataset import write_dataset
 
-    for split, path in write_dataset(out_dir, environment).items():
+    for split, path in write_dataset(out_dir, EnvironmentSection(name=environment)).items():
         typer.echo(f"{split}: {path}")

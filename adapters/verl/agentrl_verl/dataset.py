@@ -7,14 +7,16 @@ from typing import Any
 
 import pandas as pd
 
-from agentrl_plugins.plugins import get_plugin_manager
+from agentrl_plugins.environment import build_environment
+from agentrl_plugins.recipe_schema import EnvironmentSection
 
 from agentrl_verl.names import agent_loop_name
 
 
-def task_rows(environment: str) -> list[dict[str, Any]]:
+def task_rows(settings: EnvironmentSection) -> list[dict[str, Any]]:
     """One verl row per task: chat ``prompt``, ``agent_name``, the task id as ground truth and in ``extra_info``."""
-    suite = get_plugin_manager().get("environment", environment).factory()
+    environment = settings.name
+    suite = build_environment(settings)
     try:
         return [{
             "data_source": f"agentrl/{environment}",
@@ -28,10 +30,10 @@ def task_rows(environment: str) -> list[dict[str, Any]]:
         getattr(suite, "close", lambda: None)()
 
 
-def write_dataset(out_dir: Path, environment: str = "bugfix") -> dict[str, Path]:
-    """Write ``OUT_DIR/<split>.parquet`` for every split of ``environment``; returns the files by split."""
+def write_dataset(out_dir: Path, settings: EnvironmentSection = EnvironmentSection()) -> dict[str, Path]:
+    """Write ``OUT_DIR/<split>.parquet`` for every split of the environment; returns the files by split."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    rows = task_rows(environment)
+    rows = task_rows(settings)
     files = {}
     for split in dict.fromkeys(row["extra_info"]["split"] for row in rows):
         files[split] = out_dir / f"{split}.parquet"

@@ -72,6 +72,32 @@ def latest_checkpoint_step(run: RunDir) -> int:
     return int(marker.read_text().strip())
 
 
+def save_final_weights(run: RunDir) -> Path:
+    """The actor of verl's last checkpoint as a plain Hugging Face folder, ``final/`` in the run folder.
+
+    One shard (one trainer process, as on a CPU) is written as it was trained, in float32; several
+    shards go through verl's own ``verl.model_merger``, which writes bfloat16.
+    """
+    actor = run.checkpoints / f"global_step_{latest_checkpoint_step(run)}" / "actor"
+    shards = sorted(actor.glob("model_world_size_*_rank_*.pt"))
+    if len(shards) != 1:
+        merge = [sys.executable, "-m", "verl.model_merger", "merge", "--backend", "fsdp", "--local_dir", str(actor),
+                 "--target_dir", str(run.final_weights)]
+        done = subprocess.run(merge, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise AgentRLError(f"verl's model merger failed on {actor}:\n{done.stderr[-3000:]}")
+        return run.final_weights
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    state = torch.load(shards[0], map_location="cpu", weights_only=False)
+    model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(actor / "huggingface"), dtype=torch.float32)
+    model.load_state_dict({key: getattr(value, "to_local", lambda v=value: v)() for key, value in state.items()})
+    model.save_pretrained(run.final_weights)
+    AutoTokenizer.from_pretrained(actor / "huggingface").save_pretrained(run.final_weights)
+    return run.final_weights
+
+
 def save_tinyagent(path: Path, seed: int) -> None:
     """A freshly initialised TinyAgent and its tokenizer as a local Hugging Face folder (not warm-started)."""
     from agentrl_plugins.tinyagent.model import build_model
@@ -97,7 +123,7 @@ def launch(recipe: Recipe, options: RunOptions) -> Path | None:
         run.create(recipe, FRAMEWORK, {"model": options.model or recipe.train.model, "model_path": paths.model})
     else:
         truncate_episodes(run.path / EPISODES_FILE, latest_checkpoint_step(run))
-    write_dataset(paths.data_dir, recipe.environment.name)
+    write_dataset(paths.data_dir, recipe.environment)
     if options.model is None and recipe.train.model == "tinyagent" and warm_started(recipe) is None:
         print("no warm-started TinyAgent in the cache; training a freshly initialised one (build the warm start "
               "in the TRL environment: .venvs/trl/bin/python -c \"from agentrl_plugins.tinyagent import warm_start; "
@@ -110,6 +136,7 @@ def launch(recipe: Recipe, options: RunOptions) -> Path | None:
     result = subprocess.run([sys.executable, *cmd[1:]], env=env, check=False)
     if result.returncode != 0:
         raise AgentRLError(f"verl's main_ppo exited with status {result.returncode}; run folder {run.path}")
+    save_final_weights(run)
     report = record_run(run)
     print(f"run folder: {run.path}\nreport: {report}", file=sys.stderr)
     return run.path

@@ -15,6 +15,7 @@ from bugfix_gym.families import FAMILIES
 from bugfix_gym.family import SPLITS, Family
 from bugfix_gym.grammar import MALFORMED_MESSAGE, format_call, parse_call
 from bugfix_gym.sandbox import RunResult, Sandbox, TestCase
+from bugfix_gym.variants import renamed_variants as renamed_variants_of
 
 SYSTEM_PROMPT = (
     "You fix one bug in a Python function. Reply with exactly one tool call per message: "
@@ -87,12 +88,20 @@ class BugFixSession:
 
 
 class BugFixGym:
-    """The suite of BugFix tasks; owns a pool of sandbox workers shared by all sessions."""
+    """The suite of BugFix tasks; owns a pool of sandbox workers shared by all sessions.
+
+    ``renamed_variants`` adds that many renamed variants of every train family
+    to the train split (:mod:`bugfix_gym.variants`), drawn with ``variant_seed``.
+    """
 
     system_prompt = SYSTEM_PROMPT
 
     def __init__(self, families: Sequence[Family] = FAMILIES, workers: int = 2, timeout_s: float = 2.0,
-                 memory_mb: int = 256, cache_size: int = 4096):
+                 memory_mb: int = 256, cache_size: int = 4096, renamed_variants: int = 0, variant_seed: int = 0):
+        if renamed_variants < 0:
+            raise ValueError(f"renamed_variants must be >= 0, got {renamed_variants}")
+        train = [family for family in families if family.split == "train"]
+        families = list(families) + renamed_variants_of(train, renamed_variants, variant_seed)
         self.families = {family.name: family for family in families}
         self._sandbox_options = {"workers": workers, "timeout_s": timeout_s, "memory_mb": memory_mb}
         self._sandbox: Sandbox | None = None

@@ -12,6 +12,7 @@ come from ``+agentrl.*``; sampling settings from verl's own rollout config.
 from __future__ import annotations
 
 import functools
+import json
 import time
 from typing import Any, ClassVar
 from uuid import uuid4
@@ -19,10 +20,11 @@ from uuid import uuid4
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 
 from agentrl_plugins.algorithm import RecipeAlgorithm
-from agentrl_plugins.environment import EnvironmentSuite, VerifierFn
+from agentrl_plugins.environment import EnvironmentSuite, VerifierFn, build_environment
 from agentrl_plugins.episode import run_episode
 from agentrl_plugins.errors import UnknownNameError
 from agentrl_plugins.plugins import get_plugin_manager
+from agentrl_plugins.recipe_schema import EnvironmentSection
 from agentrl_plugins.runs.evaluate import honest_pass
 from agentrl_plugins.types import Generation, Limits, Sampling, Task, Trajectory
 from agentrl_plugins.verifiers import build_verifier
@@ -35,14 +37,17 @@ TURN_ROLES = ("user", "assistant", "tool")
 
 
 @functools.cache
-def environment(name: str) -> EnvironmentSuite:
-    """One suite per process and environment (its sandbox is shared by every episode)."""
-    return get_plugin_manager().get("environment", name).factory()
+def _environment(name: str, options: str) -> EnvironmentSuite:
+    return build_environment(EnvironmentSection(name, options=json.loads(options)))
 
 
-@functools.cache
-def tasks(name: str) -> dict[str, Task]:
-    return {task.id: task for task in environment(name).tasks()}
+def environment(settings: EnvironmentSection) -> EnvironmentSuite:
+    """One suite per process, environment and options (its sandbox is shared by every episode)."""
+    return _environment(settings.name, json.dumps(settings.options, sort_keys=True))
+
+
+def tasks(settings: EnvironmentSection) -> dict[str, Task]:
+    return {task.id: task for task in environment(settings).tasks()}
 
 
 @functools.cache
@@ -91,6 +96,8 @@ class EpisodeAgentLoop(AgentLoopBase):
         rollout = self.recipe.rollout
         self.limits = Limits(rollout.max_turns, rollout.max_context_tokens, rollout.max_new_tokens_per_turn,
                              rollout.timeout_s)
+        named = self.recipe.environment
+        self.settings = named if named.name == self.environment else EnvironmentSection(self.environment)
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         task = self.task(kwargs["extra_info"]["task_id"])
@@ -98,7 +105,7 @@ class EpisodeAgentLoop(AgentLoopBase):
         sampling = Sampling(float(sampling_params["temperature"]), float(sampling_params["top_p"]),
                             int(sampling_params["top_k"]), self.limits.max_new_tokens_per_turn)
         trajectory = await run_episode(
-            environment(self.environment), task, generate, self.tokenizer, self.limits,
+            environment(self.settings), task, generate, self.tokenizer, self.limits,
             verifier=verifier(tuple(self.recipe.verifier.names), self.recipe.verifier.combine),
             sampling=sampling, hooks=get_plugin_manager().hook)
         output = self.output(trajectory, generate.seconds, generate.global_steps)
@@ -108,7 +115,7 @@ class EpisodeAgentLoop(AgentLoopBase):
         return output
 
     def task(self, task_id: str) -> Task:
-        known = tasks(self.environment)
+        known = tasks(self.settings)
         if task_id not in known:
             raise UnknownNameError(f"{self.environment} task", task_id, known,
                                    "Write the dataset with: agentrl verl dataset OUT_DIR")
