@@ -111,8 +111,11 @@ def test_a_launch_writes_the_run_folder_dataset_and_model_then_runs_main_ppo(tmp
     launched = []
     monkeypatch.setattr(launch.subprocess, "run", lambda cmd, env, check: launched.append((cmd, env))
                         or subprocess.CompletedProcess(cmd, 0))
+    exported = []
+    monkeypatch.setattr(launch, "save_final_weights", lambda run: exported.append(run.path))
     recipe = load_recipe("deepswe_grpopp", {"train.steps": 2}, "laptop")
     run_dir = launch.launch(recipe, RunOptions(run_dir=tmp_path / "run"))
+    assert exported == [run_dir], "the trained weights are exported once main_ppo has finished"
     (cmd, env), = launched
     assert cmd[:3] == [sys.executable, "-m", "verl.trainer.main_ppo"]
     settings = dict(word.split("=", 1) for word in cmd[3:])

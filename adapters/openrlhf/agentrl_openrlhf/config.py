@@ -215,6 +215,8 @@ def mappings(recipe: Recipe, flags: dict[str, Any]) -> list[ComponentMapping]:
                          "the recipe's verifier gives each episode's reward"),
         ComponentMapping("environment.name", recipe.environment.name, "AgentExecutor", "injected",
                          "dataset label = task id (agentrl openrlhf dataset)"),
+        ComponentMapping("environment.options", recipe.environment.options, "AgentExecutor", "injected",
+                         "keyword arguments of the environment's factory, in the executor and the dataset writer"),
         ComponentMapping("train.steps", train.steps, "data.prompt_dataset", "mapped",
                          "steps x tasks_per_step prompt rows, train.num_episodes=1"),
         ComponentMapping("train.seed", train.seed, "train.seed", "native"),

@@ -115,6 +115,8 @@ def describe(recipe: Recipe) -> FrameworkConfig:
         ComponentMapping("verifier.names", recipe.verifier.names, "reward_funcs", "injected",
                          "the recipe's verifier scores each episode inside rollout_func"),
         ComponentMapping("environment.name", recipe.environment.name, "rollout_func", "injected"),
+        ComponentMapping("environment.options", recipe.environment.options, "rollout_func", "injected",
+                         "keyword arguments of the environment's factory"),
         ComponentMapping("train.steps", recipe.train.steps, "max_steps", "native"),
         ComponentMapping("train.seed", recipe.train.seed, "seed", "native"),
     ]

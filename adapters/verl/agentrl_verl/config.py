@@ -209,6 +209,8 @@ def mappings(recipe: Recipe) -> list[ComponentMapping]:
         ComponentMapping("environment.train_split", recipe.environment.train_split, "data.train_files", "mapped",
                          "agentrl verl dataset writes one parquet file per split"),
         ComponentMapping("environment.eval_split", recipe.environment.eval_split, "data.val_files", "mapped"),
+        ComponentMapping("environment.options", recipe.environment.options, f"{runner} and the dataset", "injected",
+                         "keyword arguments of the environment's factory, in the agent loop and the dataset writer"),
         ComponentMapping("verifier.names", recipe.verifier.names, f"{runner}: reward_score", "injected",
                          "the recipe's verifier scores each episode; pkg://agentrl_verl.reward for verl's reward loop"),
         ComponentMapping("verifier.combine", recipe.verifier.combine, agentrl + "verifier.combine", "injected"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,8 @@ def task_rows(settings: EnvironmentSection) -> list[dict[str, Any]]:
             "prompt": [{"role": "system", "content": suite.system_prompt}, {"role": "user", "content": task.issue}],
             "ability": "agentic",
             "reward_model": {"style": "rule", "ground_truth": task.id},
-            "extra_info": {"index": index, "split": task.split, "task_id": task.id, "environment": environment},
+            "extra_info": {"index": index, "split": task.split, "task_id": task.id, "environment": environment,
+                           "environment_options": json.dumps(settings.options, sort_keys=True)},
         } for index, task in enumerate(suite.tasks())]
     finally:
         getattr(suite, "close", lambda: None)()

@@ -11,7 +11,10 @@ order, as a single-turn response does. Verifier names and combination come from
 
 from __future__ import annotations
 
+import json
 from typing import Any, Sequence
+
+from agentrl_plugins.recipe_schema import EnvironmentSection
 
 from agentrl_verl.verl_plugin.agent_loop import environment, tasks, verifier
 from agentrl_verl.verl_plugin.registration import check_registration
@@ -24,8 +27,9 @@ def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_
                   **kwargs: Any) -> dict[str, float]:
     """Reward of ``solution_str`` on task ``ground_truth``; ``score`` plus the verdict's flags."""
     info = extra_info or {}
-    name = info.get("environment", DEFAULT_ENVIRONMENT)
-    session = environment(name).start(tasks(name)[ground_truth])
+    settings = EnvironmentSection(info.get("environment", DEFAULT_ENVIRONMENT),
+                                  options=json.loads(info.get("environment_options") or "{}"))
+    session = environment(settings).start(tasks(settings)[ground_truth])
     try:
         for line in solution_str.splitlines():
             if line.strip() and session.step(line).done:
