@@ -10,7 +10,7 @@ from typing import List, Optional
 import typer
 
 from agentrl_plugins.compare.batch import write_input
-from agentrl_plugins.compare.learning import check_budgets, plan_arms, run_learning
+from agentrl_plugins.compare.learning import check_budgets, plan_arms, recipe_label, run_learning
 from agentrl_plugins.compare.learning_report import arms_table, write_learning_report
 from agentrl_plugins.compare.record import record_batch
 from agentrl_plugins.compare.report import ParityRun, write_report
@@ -35,7 +35,7 @@ def run_parity(recipe: Recipe, overrides: dict, frameworks: list[str], seed: int
 def default_folder(recipes: list[str], override_items: list[str]) -> Path:
     """``runs/compare-A[-vs-B]``, plus a short hash of the overrides so that differently overridden comparisons
     never share a folder."""
-    name = "compare-" + "-vs-".join(recipes)
+    name = "compare-" + "-vs-".join(map(recipe_label, recipes))
     if override_items:
         name += "-" + hashlib.sha256("\n".join(override_items).encode()).hexdigest()[:8]
     return Path("runs") / name

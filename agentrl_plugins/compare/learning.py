@@ -34,6 +34,11 @@ MEAN_FIGURES = ("train_reward", "hacked_fraction", "filtered_fraction", "clip_fr
                 "entropy")
 
 
+def recipe_label(recipe: str) -> str:
+    """A registered recipe's name, or a recipe file's stem."""
+    return Path(recipe).stem if recipe.endswith(".toml") else recipe
+
+
 @dataclass(frozen=True)
 class Arm:
     """One recipe on one framework."""
@@ -42,12 +47,16 @@ class Arm:
     framework: str
 
     @property
+    def name(self) -> str:
+        return recipe_label(self.recipe)
+
+    @property
     def label(self) -> str:
-        return f"{self.recipe} ({self.framework})"
+        return f"{self.name} ({self.framework})"
 
     @property
     def folder(self) -> str:
-        return f"{self.framework}-{self.recipe}"
+        return f"{self.framework}-{self.name}"
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ def arm_result(tmp_path, recipe, curves):
 def test_arms_are_every_recipe_on_every_framework_and_need_two():
     assert plan_arms(["deepswe_grpopp", "grpo"], ["trl"]) == [Arm("deepswe_grpopp", "trl"), Arm("grpo", "trl")]
     assert [a.folder for a in plan_arms(["grpo"], ["trl", "verl"])] == ["trl-grpo", "verl-grpo"]
+    assert Arm("/recipes/ablation.toml", "trl").folder == "trl-ablation"
     with pytest.raises(AgentRLError, match="needs two arms"):
         plan_arms(["grpo"], ["trl"])
     with pytest.raises(AgentRLError, match="name each recipe once"):
