@@ -148,8 +148,10 @@ def arm_summary(runs: dict[int, RunDir]) -> dict[str, Any]:
     for name in MEAN_FIGURES:
         values = [getattr(row, name) for row in rows if getattr(row, name) is not None]
         summary[name] = statistics.fmean(values) if values else None
-    ends = [[r for r in run.read_metrics() if r.heldout_hacked_fraction is not None][-1] for run in runs.values()]
-    summary["end_heldout_hacked"] = statistics.fmean(r.heldout_hacked_fraction for r in ends)
+    evaluated = [[r.heldout_hacked_fraction for r in run.read_metrics() if r.heldout_hacked_fraction is not None]
+                 for run in runs.values()]
+    summary["start_heldout_hacked"] = statistics.fmean(values[0] for values in evaluated)
+    summary["end_heldout_hacked"] = statistics.fmean(values[-1] for values in evaluated)
     summary["policy_tokens"] = sum(row.policy_tokens for row in rows)
     return summary
 

@@ -7,8 +7,8 @@ from typing import Any, Sequence
 
 from agentrl_plugins.compare.learning import ArmResult, Flag, flags, mean_curves
 
-PANELS = (("heldout_pass1", "held-out pass@1"), ("train_reward", "train reward"),
-          ("hacked_fraction", "hacked fraction (train)"), ("clip_fraction", "clip fraction"))
+PANELS = (("heldout_pass1", "held-out pass@1"), ("heldout_hacked_fraction", "held-out hacked fraction"),
+          ("train_reward", "train reward"), ("hacked_fraction", "hacked fraction (train)"))
 
 
 def plot(results: Sequence[ArmResult], out: Path) -> Path:
@@ -39,16 +39,18 @@ def _cell(value: Any, digits: int = 3) -> str:
 
 
 def arms_table(results: Sequence[ArmResult]) -> str:
-    """A row per arm: held-out start/end over seeds, the gain, and the per-step means."""
+    """A row per arm: held-out start/end over seeds, the gain, and the per-step means (s/step counts the
+    evaluations too)."""
     lines = ["| arm | seeds | held-out start | held-out end | end spread | gain | learns | train reward | "
-             "hacked (train) | held-out hacked (end) | filtered | clip | IS-capped | policy tokens | s/step |",
+             "hacked (train) | held-out hacked, start -> end | filtered | clip | IS-capped | policy tokens | s/step |",
              "|" + "---|" * 15]
     for result in results:
         s = result.summary
         lines.append(
             f"| {result.arm.label} | {', '.join(map(str, result.runs))} | {s['start_mean']:.3f} | "
             f"{s['end_mean']:.3f} | {s['end_spread']:.3f} | {s['gain']:+.3f} | {'yes' if s['learns'] else 'no'} | "
-            f"{_cell(s['train_reward'])} | {_cell(s['hacked_fraction'])} | {s['end_heldout_hacked']:.3f} | "
+            f"{_cell(s['train_reward'])} | {_cell(s['hacked_fraction'])} | "
+            f"{s['start_heldout_hacked']:.3f} -> {s['end_heldout_hacked']:.3f} | "
             f"{_cell(s['filtered_fraction'])} | {_cell(s['clip_fraction'])} | {_cell(s['is_capped_fraction'])} | "
             f"{s['policy_tokens']} | {s['seconds_per_step']:.2f} |")
     return "\n".join(lines)

@@ -71,6 +71,7 @@ def test_a_gain_beyond_the_seed_spread_learns_and_differences_beyond_it_are_flag
     assert rising.summary["learns"] and not flat.summary["learns"]
     assert rising.summary["end_mean"] == pytest.approx(0.525) and rising.summary["end_spread"] == pytest.approx(0.05)
     assert rising.summary["train_reward"] == pytest.approx(0.5) and rising.summary["policy_tokens"] == 400
+    assert rising.summary["start_heldout_hacked"] == rising.summary["end_heldout_hacked"] == pytest.approx(0.1)
     assert mean_curves(rising, "heldout_pass1") == ([0, 1, 2], pytest.approx([0.2, 0.35, 0.525]), [0.2, 0.3, 0.5],
                                                     [0.2, 0.4, 0.55])
     [flag] = flags([flat, rising])
