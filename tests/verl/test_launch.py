@@ -19,6 +19,7 @@ from agentrl_plugins.runs.rundir import RunDir
 from agentrl_verl import launch
 from agentrl_verl.config import LaunchPaths, describe, hydra_value
 from agentrl_verl.names import agent_loop_name
+from agentrl_verl.settings import recipe_from_config
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENTRL = [sys.executable, "-c", "from agentrl_plugins.cli import main; main()"]
@@ -70,6 +71,7 @@ def test_other_recipes_compose_too(tmp_path, overrides):
     recipe = load_recipe("deepswe_grpopp", overrides, "laptop")
     config = verl_config(recipe, LaunchPaths("/models/m", tmp_path))
     assert config.agentrl.recipe == "deepswe_grpopp"
+    assert recipe_from_config(config).environment == recipe.environment, "the agent loop sees the gym's options"
     if "advantage.estimator" in overrides:
         assert config.algorithm.adv_estimator == "grpo" and config.algorithm.norm_adv_by_std_in_grpo is True
     if overrides.get("loss.aggregation") == "seq-mean-token-sum-norm":
@@ -80,6 +82,7 @@ def test_other_recipes_compose_too(tmp_path, overrides):
 def test_values_survive_hydras_grammar():
     assert hydra_value("0.5_5.0") == "'0.5_5.0'" and hydra_value("pkg://a.b") == "pkg://a.b"
     assert hydra_value(["a", True, None, 1e9]) == "[a,true,null,1000000000.0]"
+    assert hydra_value({"renamed_variants": 4, "name": "a b"}) == "{renamed_variants:4,name:'a b'}"
 
 
 def test_dry_run_prints_the_complete_command():

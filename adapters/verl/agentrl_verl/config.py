@@ -184,6 +184,8 @@ def hydra_value(value: Any) -> str:
         return "null"
     if isinstance(value, (list, tuple)):
         return "[" + ",".join(hydra_value(item) for item in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{hydra_value(str(key))}:{hydra_value(item)}" for key, item in value.items()) + "}"
     if isinstance(value, (int, float)):
         return repr(value)
     if re.fullmatch(r"[A-Za-z_/~][\w\-./:~]*", value) and value.lower() not in ("true", "false", "null"):
