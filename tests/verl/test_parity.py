@@ -48,3 +48,14 @@ def test_a_changed_upper_clip_in_the_mapping_is_reported(batch, monkeypatch):
     monkeypatch.setattr(parity, "describe", wrong_clip)
     table = parity_table(recipe, batch, [parity.compute(recipe, batch)])
     assert {row.quantity for row in table.mismatches} == {"loss", "gradient", "gradient norm"}
+
+
+def test_geometric_sequence_mask_is_approximated_once_verl_rejects_a_sequence(batch):
+    """verl's rejection zeroes the response mask before the estimator, so a rejected sequence changes the kept
+    ones' numbers; the mapping says ``approximated`` and parity shows the size."""
+    recipe = load_recipe("deepswe_grpopp", {"correction.name": "geometric_sequence_mask", "correction.low": 0.9,
+                                            "correction.high": 1.2})
+    table = parity_table(recipe, batch, [parity.compute(recipe, batch)])
+    assert {row.quantity for row in table.mismatches} >= {"advantages", "loss"}
+    row = next(r for r in parity.compute(recipe, batch).mapping if r["key"] == "correction.name")
+    assert row["status"] == "approximated"

@@ -80,7 +80,9 @@ def correction_overrides(recipe: Recipe) -> tuple[dict[str, Any], str, str]:
     if c.name == "geometric_sequence_mask":
         return ({prefix + "rollout_is": None, prefix + "rollout_rs": "seq_mean_k1",
                  prefix + "rollout_rs_threshold": f"{1 / c.high}_{1 / c.low}"},
-                "mapped", "verl seq_mean_k1 rejection (k1 = -log ratio, so the band inverts; verl adds 1e-8 to n)")
+                "approximated", "verl seq_mean_k1 rejection (k1 = -log ratio, so the band inverts; verl adds 1e-8 "
+                "to n); it zeroes the response mask before the estimator, so once it rejects a sequence the "
+                "advantages and the loss part from the core's")
     carried = "actor_rollout_ref.actor.policy_loss."
     return ({prefix + "rollout_is": "token", prefix + "rollout_is_threshold": RAW_RATIO_THRESHOLD,
              prefix + "rollout_rs": None, carried + "loss_mode": policy_loss_name(c.name),
