@@ -28,15 +28,12 @@ NO_DUAL_CLIP = 1e9
 """verl always dual-clips; a clip_ratio_c above exp(20), its largest ratio, never binds."""
 VERL_TWINS = {"grpo": ("grpo", True), "dr_grpo": ("grpo", False), "rloo": ("rloo", None)}
 """Core estimator -> verl estimator and ``norm_adv_by_std_in_grpo`` with the same numbers."""
-ROW_EMPTYING_CORRECTIONS = ("geometric_sequence_mask",)
 THRESHOLDS = {
     "none": {},
     "token_tis": {"cap": "algorithm.rollout_correction.rollout_is_threshold"},
     "sequence_tis": {"cap": "algorithm.rollout_correction.rollout_is_threshold"},
     "icepop": {"low": "algorithm.rollout_correction.rollout_is_threshold",
                "high": "algorithm.rollout_correction.rollout_is_threshold"},
-    "geometric_sequence_mask": {"low": "algorithm.rollout_correction.rollout_rs_threshold (1/low)",
-                                "high": "algorithm.rollout_correction.rollout_rs_threshold (1/high)"},
 }
 """Which verl threshold carries each correction parameter; corrections not listed use the policy loss."""
 LORA = {"lora_rank": 8, "lora_alpha": 16, "target_modules": "all-linear"}
@@ -77,26 +74,19 @@ def correction_overrides(recipe: Recipe) -> tuple[dict[str, Any], str, str]:
     if c.name == "icepop":
         return ({prefix + "rollout_is": "token", prefix + "rollout_is_threshold": f"{c.low}_{c.high}",
                  prefix + "rollout_rs": None}, "mapped", "verl token IS with a 'low_high' band (IcePop)")
-    if c.name == "geometric_sequence_mask":
-        return ({prefix + "rollout_is": None, prefix + "rollout_rs": "seq_mean_k1",
-                 prefix + "rollout_rs_threshold": f"{1 / c.high}_{1 / c.low}"},
-                "approximated", "verl seq_mean_k1 rejection (k1 = -log ratio, so the band inverts; verl adds 1e-8 "
-                "to n); it zeroes the response mask before the estimator, so once it rejects a sequence the "
-                "advantages and the loss part from the core's")
     carried = "actor_rollout_ref.actor.policy_loss."
     return ({prefix + "rollout_is": "token", prefix + "rollout_is_threshold": RAW_RATIO_THRESHOLD,
              prefix + "rollout_rs": None, carried + "loss_mode": policy_loss_name(c.name),
-             carried + "rollout_correction.rollout_is_threshold": c.cap,
-             carried + "rollout_correction.rollout_rs_threshold": f"{c.low}_{c.high}"},
+             "+" + carried + "rollout_correction.rollout_is_threshold": c.cap,
+             "+" + carried + "rollout_correction.rollout_rs_threshold": f"{c.low}_{c.high}"},
             "injected", f"policy loss {policy_loss_name(c.name)} applies the core correction to verl's raw IS ratios")
 
 
 def estimator_overrides(recipe: Recipe) -> tuple[dict[str, Any], str, str]:
     """verl's estimator for the recipe: its own twin where the numbers are the same, else ``agentrl_<name>``."""
     name = recipe.advantage.estimator
-    rows_can_empty = recipe.filtering.compact or recipe.correction.name in ROW_EMPTYING_CORRECTIONS
     exact = (name in VERL_TWINS and recipe.advantage.masked_in_baseline
-             and not (rows_can_empty and recipe.loss.aggregation in SEQUENCE_MEAN_MODES))
+             and not (recipe.filtering.compact and recipe.loss.aggregation in SEQUENCE_MEAN_MODES))
     if not exact:
         why = ("keeps the core's estimator, its baseline choice and its sequence-mean denominator (rows with "
                "loss tokens; verl's trainer divides by every row of the mini-batch)")
@@ -275,10 +265,6 @@ def baseline_mapping(recipe: Recipe, estimator_status: str) -> ComponentMapping:
     if estimator_status == "native":
         return ComponentMapping("advantage.masked_in_baseline", value, setting, "native",
                                 "verl's estimators keep all-zero-mask rows in the group statistics")
-    if not value and recipe.correction.name in ROW_EMPTYING_CORRECTIONS:
-        return ComponentMapping("advantage.masked_in_baseline", value, setting, "approximated",
-                                "verl's rejection runs before the estimator: a rejected sequence also leaves "
-                                "its group's baseline")
     return ComponentMapping("advantage.masked_in_baseline", value, setting, "injected", "read by the agentrl estimator")
 
 

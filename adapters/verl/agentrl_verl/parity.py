@@ -27,8 +27,9 @@ from agentrl_plugins.compare.side import gradient, main, mapping_rows, versions
 from agentrl_plugins.recipe_schema import Recipe
 
 from agentrl_verl.config import command, describe
-from agentrl_verl.names import PREFIX
+from agentrl_verl.names import PREFIX, policy_loss_name
 from agentrl_verl.verl_plugin.estimators import row_scale
+from agentrl_verl.verl_plugin.losses import correct_raw_ratios
 
 
 def verl_config(recipe: Recipe) -> DictConfig:
@@ -70,6 +71,8 @@ def compute(recipe: Recipe, batch: ParityBatch) -> ParityResult:
     injected = algorithm.adv_estimator.startswith(PREFIX)
     scale = row_scale(actor.loss_agg_mode, response_mask.sum(-1) > 0) if injected else 1.0
     per_row = (data.batch["advantages"] * response_mask).sum(-1) / response_mask.sum(-1).clamp(min=1)
+    if recipe.correction.name != "none" and actor.policy_loss.loss_mode == policy_loss_name(recipe.correction.name):
+        is_weights = correct_raw_ratios(recipe.correction.name, actor, is_weights, response_mask).weights
     weights = response_mask if is_weights is None else is_weights * response_mask
     return ParityResult("verl", per_row / scale, weights.detach(), loss.item(),
                         gradient(loss, logprobs), versions("verl", "agentrl-verl"), mapping_rows(describe(recipe)))

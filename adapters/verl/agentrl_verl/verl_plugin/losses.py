@@ -12,6 +12,8 @@ weights to verl's own clipped surrogate, ``compute_policy_loss_vanilla``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -28,6 +30,8 @@ from agentrl_verl.names import RAW_RATIO_THRESHOLD, policy_loss_name
 def correction_algorithm(correction: str, config: Any) -> RecipeAlgorithm:
     """The core correction ``correction`` with the cap and band carried in the actor's policy-loss config."""
     carried = config.policy_loss.rollout_correction
+    if isinstance(carried, Mapping):  # appended with `+` to verl's config, it stays a plain mapping
+        carried = SimpleNamespace(**{"rollout_is_threshold": None, "rollout_rs_threshold": None, **carried})
     section: dict[str, Any] = {"name": correction}
     if carried.rollout_is_threshold is not None:
         section["cap"] = float(carried.rollout_is_threshold)
@@ -35,6 +39,14 @@ def correction_algorithm(correction: str, config: Any) -> RecipeAlgorithm:
         section["low"], section["high"] = (float(x) for x in str(carried.rollout_rs_threshold).split("_"))
     return RecipeAlgorithm.from_recipe(build_recipe({"name": correction, "description": "policy loss",
                                                      "correction": section}, origin=policy_loss_name(correction)))
+
+
+def correct_raw_ratios(correction: str, config: Any, rollout_is_weights: Tensor, response_mask: Tensor) -> Any:
+    """The core ``correction`` applied to verl's raw token IS ratios (learner over sampler)."""
+    on = response_mask.to(torch.bool)
+    log_ratio = torch.where(on, rollout_is_weights.clamp(min=torch.finfo(rollout_is_weights.dtype).tiny).log(), 0.0)
+    return correction_algorithm(correction, config).correct(log_ratio, torch.zeros_like(log_ratio),
+                                                            response_mask.to(log_ratio.dtype))
 
 
 def corrected_policy_loss(correction: str):
@@ -47,11 +59,7 @@ def corrected_policy_loss(correction: str):
             raise ValueError(f"policy loss {policy_loss_name(correction)!r} needs verl's token IS ratios: set "
                              f"algorithm.rollout_correction.rollout_is=token and rollout_is_threshold="
                              f"{RAW_RATIO_THRESHOLD:g}, and rollout.calculate_log_probs=true")
-        on = response_mask.to(torch.bool)
-        log_ratio = torch.where(on, rollout_is_weights.clamp(min=torch.finfo(rollout_is_weights.dtype).tiny).log(),
-                                0.0)
-        result = correction_algorithm(correction, config).correct(log_ratio, torch.zeros_like(log_ratio),
-                                                                  response_mask.to(log_ratio.dtype))
+        result = correct_raw_ratios(correction, config, rollout_is_weights, response_mask)
         pg_loss, metrics = compute_policy_loss_vanilla(old_log_prob, log_prob, advantages, response_mask,
                                                        loss_agg_mode, config, result.weights)
         metrics.update({f"agentrl/{key}": value for key, value in result.metrics.items()})
