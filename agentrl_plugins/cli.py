@@ -17,7 +17,7 @@ from agentrl_plugins.adapter import FRAMEWORK_DISTRIBUTIONS, RunOptions
 from agentrl_plugins.compare.command import compare_command
 from agentrl_plugins.errors import AgentRLError, MissingAdapterError, RecipeError, UnknownNameError
 from agentrl_plugins.plugins import PluginManager, get_plugin_manager
-from agentrl_plugins.recipe import load_recipe, parse_overrides, recipe_to_dict
+from agentrl_plugins.recipe import default_profile, load_recipe, parse_overrides, recipe_to_dict
 from agentrl_plugins.recipe_schema import SECTIONS, Recipe
 from agentrl_plugins.runs.rundir import RunDir
 
@@ -161,9 +161,7 @@ def run_command(
                            ("train.lora", lora or None)):
             if value is not None:
                 values[key] = value
-        if profile is None and model is None and "laptop" in load_recipe(recipe_name).profiles:
-            profile = "laptop"
-        recipe = load_recipe(recipe_name, values, profile)
+        recipe = load_recipe(recipe_name, values, profile or default_profile(recipe_name, model))
     for kind, names in (("advantage", [recipe.advantage.estimator]), ("correction", [recipe.correction.name]),
                         ("environment", [recipe.environment.name]), ("verifier", recipe.verifier.names)):
         for component in names:

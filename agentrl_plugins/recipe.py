@@ -187,6 +187,11 @@ def recipe_to_dict(recipe: Recipe) -> dict[str, Any]:
     return {key: value for key, value in data.items() if value is not None}
 
 
+def default_profile(name_or_path: str, model: str | None) -> str | None:
+    """The profile ``agentrl run`` applies when none is named: ``laptop`` for TinyAgent (no ``--model``)."""
+    return "laptop" if model is None and "laptop" in load_recipe(name_or_path).profiles else None
+
+
 def load_recipe(
     name_or_path: str,
     overrides: dict[str, Any] | None = None,

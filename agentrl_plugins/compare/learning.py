@@ -23,13 +23,12 @@ from typing import Any, Sequence
 
 from agentrl_plugins.compare.runner import FrameworkEnv, FrameworkEnvError, check_frameworks, find_env
 from agentrl_plugins.errors import AgentRLError
-from agentrl_plugins.recipe import load_recipe, parse_overrides
+from agentrl_plugins.recipe import default_profile, load_recipe, parse_overrides
 from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.runs.learning import learning_summary, seed_figures
 from agentrl_plugins.runs.metrics import StepMetrics
 from agentrl_plugins.runs.rundir import RunDir
 
-LAPTOP_PROFILE = "laptop"
 MEAN_FIGURES = ("train_reward", "hacked_fraction", "filtered_fraction", "clip_fraction", "is_capped_fraction",
                 "entropy")
 
@@ -93,8 +92,7 @@ def plan_arms(recipes: Sequence[str], frameworks: Sequence[str]) -> list[Arm]:
 def resolved_recipe(recipe: str, override_items: Sequence[str], seed: int, model: str | None = None) -> Recipe:
     """The recipe ``agentrl run`` trains for this arm and seed (with the laptop profile when it runs TinyAgent)."""
     values = {**parse_overrides(override_items), "train.seed": seed}
-    profile = LAPTOP_PROFILE if model is None and LAPTOP_PROFILE in load_recipe(recipe).profiles else None
-    return load_recipe(recipe, values, profile)
+    return load_recipe(recipe, values, default_profile(recipe, model))
 
 
 def budget(recipe: Recipe) -> dict[str, Any]:
@@ -144,12 +142,13 @@ def train_seed(env: FrameworkEnv, arm: Arm, seed: int, override_items: Sequence[
 def arm_summary(runs: dict[int, RunDir]) -> dict[str, Any]:
     """Start/end held-out pass@1 over seeds (``learning_summary``) plus per-step means of the other figures."""
     summary = learning_summary([seed_figures(seed, run) for seed, run in runs.items()])
-    rows = [row for run in runs.values() for row in run.read_metrics() if row.step > 0]
+    per_run = [run.read_metrics() for run in runs.values()]
+    rows = [row for run_rows in per_run for row in run_rows if row.step > 0]
     for name in MEAN_FIGURES:
         values = [getattr(row, name) for row in rows if getattr(row, name) is not None]
         summary[name] = statistics.fmean(values) if values else None
-    evaluated = [[r.heldout_hacked_fraction for r in run.read_metrics() if r.heldout_hacked_fraction is not None]
-                 for run in runs.values()]
+    evaluated = [[r.heldout_hacked_fraction for r in run_rows if r.heldout_hacked_fraction is not None]
+                 for run_rows in per_run]
     summary["start_heldout_hacked"] = statistics.fmean(values[0] for values in evaluated)
     summary["end_heldout_hacked"] = statistics.fmean(values[-1] for values in evaluated)
     summary["policy_tokens"] = sum(row.policy_tokens for row in rows)
