@@ -76,7 +76,10 @@ def compare_command(
         sys.stdout.write(f"{markdown(run.table)}\n\nparity report: {report}\n")
     if learning or not parity:
         arms = plan_arms(recipe_names, names)
-        seed_list = [int(part) for part in seeds.split(",") if part.strip()]
+        try:
+            seed_list = [int(part) for part in seeds.split(",") if part.strip()]
+        except ValueError:
+            raise AgentRLError(f"--seeds takes comma-separated integers, e.g. --seeds 0,1,2 (got {seeds!r})") from None
         results = run_learning(arms, seed_list, items, folder, model)
         design = differences_markdown(table) if table is not None and table.differences else ""
         report = write_learning_report(results, check_budgets(arms, items, model), items, folder, design)

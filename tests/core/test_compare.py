@@ -129,6 +129,9 @@ def test_compare_names_known_frameworks_and_parity_takes_one_recipe():
     runner = CliRunner()
     with pytest.raises(AgentRLError, match="--parity compares frameworks on one recipe"):
         runner.invoke(build_app(), ["compare", "deepswe_grpopp", "grpo", "--parity"], catch_exceptions=False)
+    with pytest.raises(AgentRLError, match="--seeds takes comma-separated integers"):
+        runner.invoke(build_app(), ["compare", "deepswe_grpopp", "grpo", "--framework", "trl", "--seeds", "0,one"],
+                      catch_exceptions=False)
     with pytest.raises(UnknownNameError, match="Did you mean 'openrlhf'"):
         runner.invoke(build_app(), ["compare", "deepswe_grpopp", "--frameworks", "openrlfh", "--parity"],
                       catch_exceptions=False)
