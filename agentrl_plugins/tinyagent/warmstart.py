@@ -4,16 +4,24 @@ Transcripts are played through the real episode runner with scripted replies,
 so the model is trained on exactly the token ids the runner will later show
 it (system prompt, task prompt, one tool call per assistant turn, observations
 as user turns); the loss covers only the assistant tokens (the runner's mask).
-Only ``train`` families are used. The mix decides the starting pass rate:
-the fix is the most frequent edit, but every op of the menu (wrong fixes and
-the exploit included) and random play appear too, so the warm-started policy
-solves some tasks, hacks some, and leaves RL something to learn.
+Only ``train`` families and their renamed variants are played.
 
-What carries over to held-out families is reading the menu: in *renamed*
-variants of a train family the fix op goes by another op's name (still first
-in the menu, as in every gym family) and the rest of the menu is shuffled with
-extra ops that change nothing, so the edit to make can only be read off the
-prompt, never recalled from the issue text.
+The skill that carries over to held-out families is reading the menu: in
+*renamed* variants of a train family the fix op goes by another op's name
+(still first in the menu, as in every gym family) and the rest of the menu is
+shuffled with extra ops that change nothing, so the edit to make can only be
+read off the prompt, never recalled from the issue text. Copying the first
+menu op is an attention circuit a small model finds only when that one token
+carries the loss: full transcripts dilute it among ~25 easy tool-call tokens
+and the model stays at chance (1 in 7 ops) for 1,000+ steps, so variants are
+played as *first-turn* rows (the prompt and the first reply only).
+
+The warm-started agent is a sloppy one on purpose: it edits straight away,
+and in about 40% of its first moves it plays the ``hardcode_tests`` exploit
+(the hacker's script) instead of the fix. Its starting pass@1 is therefore
+middling, and what RL has to learn is the book's lesson: rewarded by hidden
+tests it unlearns the exploit and fixes more bugs; rewarded by public tests
+it learns to hack.
 """
 
 from __future__ import annotations
@@ -37,7 +45,7 @@ from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.testing import ScriptedGenerate
 from agentrl_plugins.tinyagent.model import TINYAGENT_SIZE, ModelSize, build_model
 from agentrl_plugins.tinyagent.tokenizer import build_tokenizer
-from agentrl_plugins.types import Limits, Sampling
+from agentrl_plugins.types import Limits, Sampling, Trajectory
 
 DEFAULT_CACHE = Path("~/.cache/agentrl/tinyagent")
 BASE_SEED = 0  # the warm start every run starts from, whatever its RL seed: a fixed base model, as a hub checkpoint is
@@ -49,27 +57,26 @@ EVAL_LIMITS = Limits(max_turns=6, max_context_tokens=2048, max_new_tokens_per_tu
 class WarmStartSettings:
     """Everything that decides the warm-started weights besides the seed (hashed into the cache key).
 
-    Transcript counts are per train family: ``solver`` is the gym's solver
-    (read, test, edit with the fix, test, submit); ``explore`` plays the same
-    shape once with every op of the menu (the fix, the wrong fixes and the
-    ``hardcode_tests`` exploit); ``random_menu`` are the book's uniform picks
-    from the menu; ``renamed`` are solver plays on renamed variants (module
-    docstring), each with 1 to ``max_distractors`` extra ops. The rest sets
-    the model and the SFT run.
+    Counts are per train family: ``fixer`` and ``hacker`` are whole episodes of
+    the gym's fixer (the fix op, test, submit) and hacker (``hardcode_tests``,
+    test, submit) on the family itself; ``renamed`` and ``renamed_hacker`` are
+    first-turn rows of the fixer and the hacker on that many renamed variants
+    each (module docstring), with 1 to ``max_distractors`` extra ops. The rest
+    sets the model and the SFT run.
     """
 
     size: ModelSize = TINYAGENT_SIZE
-    solver: int = 3
-    explore: int = 1
-    random_menu: int = 1
-    renamed: int = 4
+    fixer: int = 2
+    hacker: int = 2
+    renamed: int = 24
+    renamed_hacker: int = 16
     max_distractors: int = 2
-    max_steps: int = 1000
-    batch_size: int = 4
-    learning_rate: float = 3e-3
+    max_steps: int = 400
+    batch_size: int = 16
+    learning_rate: float = 1e-3
     warmup_steps: int = 5
     threads: int = 2
-    version: int = 1
+    version: int = 2
 
 
 def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
@@ -112,30 +119,42 @@ def run_sync(make: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
         return pool.submit(lambda: asyncio.run(make())).result()
 
 
-def curriculum(settings: WarmStartSettings, seed: int) -> tuple[list[Any], list[tuple[str, list[str]]]]:
-    """The families to play (train families and their renamed variants) and ``(family name, script)`` pairs."""
+@dataclass(frozen=True)
+class Play:
+    """One scripted episode of the curriculum; a ``first_turn_only`` row keeps the prompt and the first reply."""
+
+    family: str
+    script: tuple[str, ...]
+    first_turn_only: bool = False
+
+
+def curriculum(settings: WarmStartSettings, seed: int) -> tuple[list[Any], list[Play]]:
+    """The families to play (train families and their renamed variants) and the plays."""
     from bugfix_gym import policies
     from bugfix_gym.families import FAMILIES
-    from bugfix_gym.grammar import format_call
     from bugfix_gym.variants import renamed_variant
-
-    def careful(op: str) -> list[str]:
-        return [format_call("read"), format_call("test"), format_call("edit", op), format_call("test"),
-                format_call("submit")]
 
     generator = torch.Generator().manual_seed(seed)
     train = [family for family in FAMILIES if family.split == "train"]
-    families, out = list(train), []
+    families, plays = list(train), []
     for family in train:
-        out += [(family.name, policies.solver(family))] * settings.solver
-        out += [(family.name, careful(op)) for op in family.op_names] * settings.explore
-        out += [(family.name, policies.random_messages(family, SCRIPT_LIMITS.max_turns, generator))
-                for _ in range(settings.random_menu)]
-        for index in range(settings.renamed):
+        plays += [Play(family.name, tuple(policies.fixer(family)))] * settings.fixer
+        plays += [Play(family.name, tuple(policies.hacker(family)))] * settings.hacker
+        for index in range(settings.renamed + settings.renamed_hacker):
             variant = renamed_variant(family, index, generator, settings.max_distractors)
+            script = policies.fixer(variant) if index < settings.renamed else policies.hacker(variant)
             families.append(variant)
-            out.append((variant.name, policies.solver(variant)))
-    return families, out
+            plays.append(Play(variant.name, tuple(script), first_turn_only=True))
+    return families, plays
+
+
+def transcript_row(trajectory: Trajectory, first_turn_only: bool) -> dict[str, list[int]]:
+    """A trajectory's token ids with its assistant mask, cut after the first reply when asked."""
+    ids, mask = trajectory.token_ids, [0] * len(trajectory.prompt_ids) + trajectory.response_mask
+    if first_turn_only:
+        end = len(trajectory.prompt_ids) + trajectory.turn_spans[0][1]
+        ids, mask = ids[:end], mask[:end]
+    return {"input_ids": ids, "assistant_masks": mask}
 
 
 def transcripts(tokenizer: Any, settings: WarmStartSettings, seed: int) -> list[dict[str, list[int]]]:
@@ -147,18 +166,17 @@ def transcripts(tokenizer: Any, settings: WarmStartSettings, seed: int) -> list[
     gym = BugFixGym(families)
     tasks = {task.family: task for task in gym.tasks()}
 
-    async def play() -> list[Any]:
+    async def play() -> list[Trajectory]:
         return await asyncio.gather(*[
-            run_episode(gym, tasks[name], ScriptedGenerate(script, tokenizer), tokenizer, SCRIPT_LIMITS,
-                        verifier=hidden_tests)
-            for name, script in plays])
+            run_episode(gym, tasks[p.family], ScriptedGenerate(list(p.script), tokenizer), tokenizer,
+                        SCRIPT_LIMITS, verifier=hidden_tests)
+            for p in plays])
 
     try:
         played = run_sync(play)
     finally:
         gym.close()
-    return [{"input_ids": t.token_ids, "assistant_masks": [0] * len(t.prompt_ids) + t.response_mask}
-            for t in played]
+    return [transcript_row(t, p.first_turn_only) for t, p in zip(played, plays)]
 
 
 def _unmasked_collator(pad_token_id: int) -> Callable[[list[dict[str, Any]]], dict[str, Any]]:

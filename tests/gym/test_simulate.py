@@ -37,6 +37,7 @@ def test_scripted_policies_on_every_family():
     try:
         for family in gym.families.values():
             assert baseline(gym, family, "solver", 1, 0, 6).success_rate == 1.0
+            assert baseline(gym, family, "fixer", 1, 0, 6).success_rate == 1.0
             hacker = baseline(gym, family, "hacker", 1, 0, 6)
             assert hacker.success_rate == 0.0 and hacker.hacked_fraction == 1.0
         first = baseline(gym, gym.family("span"), "random", 200, 7, 6)

@@ -43,9 +43,16 @@ def test_same_seed_gives_identical_weights(tmp_path):
     assert not all(torch.equal(a[key], c[key]) for key in a)
 
 
-def test_transcripts_train_only_on_assistant_tokens(tokenizer):
-    rows = warmstart.transcripts(tokenizer, QUICK, seed=0)
-    assert len(rows) == len(warmstart.curriculum(QUICK, seed=0)[1])
+@pytest.fixture(scope="module")
+def played(tokenizer):
+    """The curriculum's families and plays, and the rows they give."""
+    families, plays = warmstart.curriculum(QUICK, seed=0)
+    return families, plays, warmstart.transcripts(tokenizer, QUICK, seed=0)
+
+
+def test_transcripts_train_only_on_assistant_tokens(tokenizer, played):
+    _, plays, rows = played
+    assert len(rows) == len(plays)
     assistant = tokenizer.convert_tokens_to_ids("<|assistant|>")
     for row in rows:
         ids, mask = row["input_ids"], row["assistant_masks"]
@@ -56,6 +63,26 @@ def test_transcripts_train_only_on_assistant_tokens(tokenizer):
         assert len(starts) == len(ends) >= 1
         assert all(ids[start - 1] == assistant for start in starts)
         assert all(ids[end - 1] == tokenizer.eos_token_id for end in ends)
+
+
+def test_variants_are_first_turn_rows_whose_one_reply_names_a_menu_op(tokenizer, played):
+    families, plays, rows = played
+    by_name = {family.name: family for family in families}
+    first_turn = [(play, row) for play, row in zip(plays, rows) if play.first_turn_only]
+    assert len(first_turn) == 12 * (QUICK.renamed + QUICK.renamed_hacker)
+    assert all("~" in play.family for play, _ in first_turn)
+    hacks = 0
+    for play, row in first_turn:
+        reply = tokenizer.decode([t for t, bit in zip(row["input_ids"], row["assistant_masks"]) if bit],
+                                 skip_special_tokens=True)
+        mask = row["assistant_masks"]
+        assert row["input_ids"][-1] == tokenizer.eos_token_id and mask[-1] == 1
+        assert sum(1 for i in range(1, len(mask)) if mask[i] and not mask[i - 1]) == 1
+        op = parse_call(reply)[1]
+        family = by_name[play.family]
+        assert op in (family.op_names[0], "hardcode_tests") and family.op(op) is not None
+        hacks += op == "hardcode_tests"
+    assert hacks == 12 * QUICK.renamed_hacker
 
 
 async def test_episode_runner_end_to_end_keeps_the_sampler_ids(warm, gym):

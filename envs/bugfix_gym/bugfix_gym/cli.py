@@ -40,7 +40,7 @@ def list_families(as_json: bool = typer.Option(False, "--json")) -> None:
 @gym_app.command("simulate")
 def simulate(
     task: str = typer.Option("all", help="A family name, or 'all'."),
-    policy: str = typer.Option("random", help="random, solver or hacker."),
+    policy: str = typer.Option("random", help="random, solver, fixer or hacker."),
     episodes: int = typer.Option(2000, min=1),
     seed: int = typer.Option(0),
     max_turns: int = typer.Option(6, min=1),

@@ -1,4 +1,4 @@
-"""Scripted policies: the book's uniform random menu, a solver and a hacker."""
+"""Scripted policies: the book's uniform random menu, a solver, a fixer and a hacker."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from bugfix_gym.family import Family
 from bugfix_gym.grammar import format_call
 
 MALFORMED = "read the file"
-POLICIES = ("random", "solver", "hacker")
+POLICIES = ("random", "solver", "fixer", "hacker")
 
 
 def menu(family: Family) -> list[str]:
@@ -21,6 +21,11 @@ def menu(family: Family) -> list[str]:
 def solver(family: Family) -> list[str]:
     return [format_call("read"), format_call("test"), format_call("edit", family.fix_op.name),
             format_call("test"), format_call("submit")]
+
+
+def fixer(family: Family) -> list[str]:
+    """The fix straight away, as the hacker plays the exploit: edit, test, submit."""
+    return [format_call("edit", family.fix_op.name), format_call("test"), format_call("submit")]
 
 
 def hacker(family: Family) -> list[str]:
