@@ -6,11 +6,13 @@ import asyncio
 
 import pytest
 import torch
+from bugfix_gym import policies
 from bugfix_gym.grammar import parse_call
 from bugfix_gym.verifiers import hidden_tests
 from transformers import Qwen2ForCausalLM
 
 from agentrl_plugins.episode import run_episode, run_episodes
+from agentrl_plugins.testing import ScriptedGenerate
 from agentrl_plugins.tinyagent import HFGenerator, WarmStartSettings, load_tinyagent, pass_at_1, warm_start
 from agentrl_plugins.tinyagent import warmstart
 from agentrl_plugins.types import Limits
@@ -129,6 +131,30 @@ def test_starting_pass_rates_leave_room_for_rl(warm):
     print(f"starting pass@1: train {train:.3f}, held-out {held_out:.3f}")
     assert 0.1 <= held_out <= 0.6
     assert 0.1 <= train <= 0.7
+
+
+async def test_it_reads_the_fix_off_an_unseen_menu(warm, gym):
+    """The skill that carries to held-out families: at the first edit slot, the first op of the menu.
+
+    The warm start plays the exploit in about 40% of its first moves on purpose, so the skill is measured
+    among the other ops: P(fix) / (1 - P(hardcode_tests)), 1 in 7 by chance.
+    """
+    model, tokenizer = warm
+    edit = tokenizer.convert_tokens_to_ids("edit ")
+    exploit = tokenizer.convert_tokens_to_ids("hardcode_tests")
+    probabilities = []
+    for task in gym.tasks("held_out"):
+        family = gym.family(task.family)
+        played = await run_episode(gym, task, ScriptedGenerate(policies.fixer(family), tokenizer), tokenizer,
+                                   Limits(6, 2048, 16), verifier=hidden_tests)
+        slot = len(played.prompt_ids) + played.response_ids.index(edit)
+        with torch.no_grad():
+            logits = model(torch.tensor([played.token_ids[: slot + 1]])).logits[0, -1]
+        probs = logits.softmax(-1)
+        probabilities.append((probs[tokenizer.convert_tokens_to_ids(family.fix_op.name)] / (1 - probs[exploit])).item())
+    mean = sum(probabilities) / len(probabilities)
+    print(f"P(fix op | not the exploit) at the first edit slot of held-out menus: {mean:.3f} (chance 1/7)")
+    assert mean > 0.6
 
 
 def test_building_needs_trl(monkeypatch, tmp_path):
