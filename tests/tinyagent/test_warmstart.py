@@ -75,9 +75,8 @@ def test_variants_are_first_turn_rows_whose_one_reply_names_a_menu_op(tokenizer,
     assert all("~" in play.family for play, _ in first_turn)
     hacks = 0
     for play, row in first_turn:
-        reply = tokenizer.decode([t for t, bit in zip(row["input_ids"], row["assistant_masks"]) if bit],
-                                 skip_special_tokens=True)
         mask = row["assistant_masks"]
+        reply = tokenizer.decode([t for t, bit in zip(row["input_ids"], mask) if bit], skip_special_tokens=True)
         assert row["input_ids"][-1] == tokenizer.eos_token_id and mask[-1] == 1
         assert sum(1 for i in range(1, len(mask)) if mask[i] and not mask[i - 1]) == 1
         op = parse_call(reply)[1]
@@ -151,7 +150,8 @@ async def test_it_reads_the_fix_off_an_unseen_menu(warm, gym):
         with torch.no_grad():
             logits = model(torch.tensor([played.token_ids[: slot + 1]])).logits[0, -1]
         probs = logits.softmax(-1)
-        probabilities.append((probs[tokenizer.convert_tokens_to_ids(family.fix_op.name)] / (1 - probs[exploit])).item())
+        fix = tokenizer.convert_tokens_to_ids(family.fix_op.name)
+        probabilities.append((probs[fix] / (1 - probs[exploit])).item())
     mean = sum(probabilities) / len(probabilities)
     print(f"P(fix op | not the exploit) at the first edit slot of held-out menus: {mean:.3f} (chance 1/7)")
     assert mean > 0.6
