@@ -139,6 +139,11 @@ def _check_semantics(recipe: Recipe, origin: str) -> None:
         raise RecipeError(f"{origin}: rollout.group_size must be at least 2 for a group baseline")
     if not recipe.verifier.names:
         raise RecipeError(f"{origin}: verifier.names must name at least one verifier")
+    if not 0.0 <= recipe.optim.min_lr_ratio <= 1.0:
+        raise RecipeError(f"{origin}: optim.min_lr_ratio must lie in [0, 1], got {recipe.optim.min_lr_ratio}")
+    betas = recipe.optim.betas
+    if len(betas) != 2 or not all(0.0 <= beta < 1.0 for beta in betas):
+        raise RecipeError(f"{origin}: optim.betas must be two numbers in [0, 1) (Adam's beta1, beta2), got {betas}")
 
 
 def get_value(recipe: Recipe, key: str, origin: str = "recipe") -> Any:

@@ -6,9 +6,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
 from agentrl_plugins.algorithms.aggregation import LOSS_AGG_MODES
+from agentrl_plugins.algorithms.lr_schedule import LR_SCHEDULES
 
 
 LossAggregation = Literal[LOSS_AGG_MODES]
+LrSchedule = Literal[LR_SCHEDULES]
 
 
 @dataclass
@@ -71,7 +73,15 @@ class RolloutSection:
 
 @dataclass
 class OptimSection:
+    """AdamW and its learning-rate schedule, pinned so no framework falls back on a default of its own.
+
+    Schedule and betas default to verl's (DeepSWE's script left them unset); weight decay to TRL's 0.
+    """
+
     lr: float = 1e-6
+    lr_schedule: LrSchedule = "constant"
+    min_lr_ratio: float = 0.0
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0
     updates_per_step: int = 1

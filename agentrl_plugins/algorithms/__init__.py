@@ -12,6 +12,7 @@ from agentrl_plugins.algorithms.corrections import (
     token_tis,
 )
 from agentrl_plugins.algorithms.filtering import COMPACT_FILTER_REASONS, TERMINATION_REASONS, compact_filter
+from agentrl_plugins.algorithms.lr_schedule import LR_SCHEDULES, lr_multiplier
 from agentrl_plugins.algorithms.policy_loss import SurrogateResult, clipped_surrogate
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "CORRECTIONS",
     "ESTIMATORS",
     "LOSS_AGG_MODES",
+    "LR_SCHEDULES",
     "TERMINATION_REASONS",
     "CorrectionResult",
     "SurrogateResult",
@@ -29,6 +31,7 @@ __all__ = [
     "geometric_sequence_mask",
     "grpo",
     "icepop",
+    "lr_multiplier",
     "none",
     "rloo",
     "sequence_tis",

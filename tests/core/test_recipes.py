@@ -72,6 +72,26 @@ def test_wrong_types_and_values_are_errors():
     assert build_recipe({"name": "x", "description": "d", "optim": {"lr": 1}}).optim.lr == 1.0
 
 
+@pytest.mark.parametrize("optim, message", [
+    ({"lr_schedule": "linear"}, r"must be one of \['constant', 'cosine'\], got 'linear'"),
+    ({"lr_schedule": "cosin"}, "Did you mean 'cosine'"),
+    ({"min_lr_ratio": 1.5}, r"optim.min_lr_ratio must lie in \[0, 1\], got 1.5"),
+    ({"betas": [0.9]}, r"optim.betas must be two numbers in \[0, 1\)"),
+    ({"betas": [0.9, 1.0]}, r"optim.betas must be two numbers"),
+    ({"betas": 0.9}, "'optim.betas' must be a list"),
+])
+def test_optimizer_settings_are_checked(optim, message):
+    with pytest.raises(RecipeError, match=message):
+        build_recipe({"name": "x", "description": "d", "optim": optim})
+
+
+def test_the_optimizer_defaults_are_verls_and_overrides_reach_them():
+    optim = load("deepswe_grpopp").optim
+    assert (optim.lr_schedule, optim.min_lr_ratio, optim.betas) == ("constant", 0.0, [0.9, 0.999])
+    optim = load("deepswe_grpopp", parse_overrides(["optim.lr_schedule=cosine", "optim.betas=[0.8, 0.95]"])).optim
+    assert (optim.lr_schedule, optim.betas) == ("cosine", [0.8, 0.95])
+
+
 def test_overrides_are_typed_and_validated():
     overrides = parse_overrides(["loss.clip_high=0.3", "verifier.names=['public_tests']", "advantage.estimator=grpo"])
     recipe = load("deepswe_grpopp", overrides)

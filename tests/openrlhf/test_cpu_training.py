@@ -17,9 +17,11 @@ import os
 import subprocess
 import sys
 
+import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
+from agentrl_plugins.algorithms import lr_multiplier
 from agentrl_plugins.runs.rundir import RunDir
 from agentrl_plugins.tinyagent.model import build_model
 
@@ -29,7 +31,8 @@ from agentrl_openrlhf.recorder import STEPS_FILE
 
 OVERRIDES = {"train.steps": 2, "train.eval_every": 1, "train.eval_episodes_per_task": 1, "rollout.group_size": 4,
              "rollout.tasks_per_step": 2, "rollout.max_turns": 4, "rollout.max_context_tokens": 520,
-             "filtering.reasons": '["max_context"]', "loss.entropy_coef": 0.01}
+             "filtering.reasons": '["max_context"]', "loss.entropy_coef": 0.01, "optim.lr_schedule": "cosine",
+             "optim.min_lr_ratio": 0.25}
 
 
 def test_two_real_openrlhf_steps_on_the_cpu_backend(tmp_path, tokenizer):
@@ -54,6 +57,13 @@ def test_two_real_openrlhf_steps_on_the_cpu_backend(tmp_path, tokenizer):
     assert [s["step"] for s in steps] == [1, 2] and all(s["episodes"] == 8 for s in steps)
     assert sum(s["filtered_episodes"] for s in steps) > 0 and all(s["filtered_loss_tokens"] == 0 for s in steps)
     assert sum(s["policy_tokens"] for s in steps) > 0, "kept episodes carried the loss"
+    # OpenRLHF reports the rate after the step's update. A step without a single loss token (every episode
+    # filtered) is skipped whole by DeepSpeed: OpenRLHF's own entropy term divides 0 by 0 tokens, the NaN
+    # gradient counts as an overflow, and neither the weights nor the schedule move.
+    updates = [sum(s["policy_tokens"] > 0 for s in steps[:i + 1]) for i in range(len(steps))]
+    assert [s["status"]["actor_lr"] for s in steps] == pytest.approx(
+        [1e-3 * lr_multiplier("cosine", done, 2, 0.25) for done in updates]), \
+        "the recipe's cosine with its 25% floor (OpenRLHF's own default is a cosine down to 10%)"
 
     rows = run.read_metrics()
     assert [r.step for r in rows] == [0, 1, 2]

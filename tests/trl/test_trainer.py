@@ -12,7 +12,7 @@ import pytest
 import torch
 from conftest import LOG3
 
-from agentrl_plugins.algorithms import aggregate_loss, clipped_surrogate, rloo
+from agentrl_plugins.algorithms import aggregate_loss, clipped_surrogate, lr_multiplier, rloo
 from agentrl_plugins.recipe import load_recipe
 from agentrl_plugins.runs.rundir import RunDir
 from transformers import Qwen2ForCausalLM, TrainerCallback
@@ -124,6 +124,23 @@ def test_two_real_training_steps_write_the_run_folder(tmp_path, model, tokenizer
         assert 0.0 <= row["train_reward"] <= 1.0 and row["heldout_pass1"] is not None
         assert row["policy_tokens"] > 0 and row["seconds"] > 0
     assert (run.checkpoints / "checkpoint-2").is_dir()
+
+
+@pytest.mark.parametrize("schedule, min_lr_ratio", [("cosine", 0.1), ("constant", 0.0)])
+def test_trls_own_optimizer_and_scheduler_follow_the_recipe(tmp_path, model, tokenizer, scripted, schedule,
+                                                             min_lr_ratio):
+    overrides = {"optim.lr_schedule": schedule, "optim.min_lr_ratio": min_lr_ratio, "optim.betas": [0.8, 0.95],
+                 "train.steps": 20}
+    trainer, _ = make_trainer(tmp_path, model, tokenizer, scripted(SCRIPTS), **overrides)
+    trainer.create_optimizer_and_scheduler(num_training_steps=20)
+    assert {tuple(group["betas"]) for group in trainer.optimizer.param_groups} == {(0.8, 0.95)}
+    learning_rates = []
+    for _ in range(20):
+        learning_rates.append(trainer.lr_scheduler.get_last_lr()[0])
+        trainer.optimizer.step()
+        trainer.lr_scheduler.step()
+    assert learning_rates == pytest.approx([1e-3 * lr_multiplier(schedule, step, 20, min_lr_ratio)
+                                            for step in range(20)], rel=1e-12)
 
 
 class InterruptAt(TrainerCallback):

@@ -27,6 +27,7 @@ import torch
 from conftest import model_logprobs
 from transformers import AutoModelForCausalLM
 
+from agentrl_plugins.algorithms import lr_multiplier
 from agentrl_plugins.runs.rundir import RunDir
 from agentrl_verl.episodes import EpisodeRecord, read_episodes
 from agentrl_verl.recorder import EPISODES_FILE, verl_metrics
@@ -35,7 +36,8 @@ ROOT = Path(__file__).resolve().parents[2]
 STEPS = 2
 OVERRIDES = {"train.steps": STEPS, "train.eval_every": 1, "train.eval_episodes_per_task": 1,
              "rollout.group_size": 4, "rollout.tasks_per_step": 2, "rollout.max_context_tokens": 610,
-             "filtering.reasons": '["max_context"]', "loss.aggregation": "token-mean", "loss.entropy_coef": 0.01}
+             "filtering.reasons": '["max_context"]', "loss.aggregation": "token-mean", "loss.entropy_coef": 0.01,
+             "optim.lr_schedule": "cosine", "optim.min_lr_ratio": 0.25}
 LOGPROB_TOLERANCE = 1e-3
 """Largest allowed |rollout - trainer| gap (verl's prob diff, and log-probs recomputed here); measured ~5e-9."""
 SIGN_AGREEMENT = 0.99
@@ -126,6 +128,13 @@ def test_the_run_folder_has_a_metrics_row_per_step_and_a_report(run, episodes):
         assert row.heldout_pass1 is not None and 0.0 <= row.heldout_pass1 <= 1.0
         assert row.seconds > 0
     assert (run / "report.md").is_file()
+
+
+def test_the_learning_rate_follows_the_recipes_schedule(verl):
+    steps = range(1, STEPS + 1)
+    assert [verl[step]["actor/lr"] for step in steps] == pytest.approx(
+        [1e-3 * lr_multiplier("cosine", step, STEPS, 0.25) for step in steps]), \
+        "verl reports the rate after each step's scheduler step: the recipe's cosine, not its default constant"
 
 
 def test_the_policy_weights_changed(run, model_dir, episodes):

@@ -6,14 +6,18 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 from conftest import verl_config
 from verl.trainer.ppo.utils import need_critic, need_reference_policy
-from verl.utils.config import validate_config
+from omegaconf import open_dict
+from verl.utils.config import omega_conf_to_dataclass, validate_config
+from verl.workers.engine.fsdp.transformer_impl import FSDPEngine
 
 from agentrl_plugins.adapter import RunOptions
+from agentrl_plugins.algorithms import lr_multiplier
 from agentrl_plugins.recipe import load_recipe
 from agentrl_plugins.runs.rundir import RunDir
 from agentrl_verl import launch
@@ -60,6 +64,27 @@ def test_verls_own_validation_accepts_the_config(deepswe, tmp_path):
     config = verl_config(deepswe, LaunchPaths("/models/m", tmp_path))
     assert not need_reference_policy(config) and not need_critic(config)
     validate_config(config=config, use_reference_policy=False, use_critic=False)
+
+
+@pytest.mark.parametrize("schedule, min_lr_ratio", [("cosine", 0.1), ("constant", 0.0)])
+def test_verls_own_optimizer_and_scheduler_follow_the_recipe(tmp_path, model, schedule, min_lr_ratio):
+    overrides = {"optim.lr_schedule": schedule, "optim.min_lr_ratio": min_lr_ratio, "optim.betas": [0.8, 0.95],
+                 "optim.lr": 1e-3, "train.steps": 20}
+    config = verl_config(load_recipe("deepswe_grpopp", overrides), LaunchPaths("/models/m", tmp_path))
+    optim = config.actor_rollout_ref.actor.optim
+    with open_dict(optim):
+        optim.total_training_steps = config.trainer.total_training_steps  # as verl's trainer sets it
+    engine = SimpleNamespace(optimizer_config=omega_conf_to_dataclass(optim), rank=1)
+    optimizer = FSDPEngine._build_optimizer(engine, model)
+    scheduler = FSDPEngine._build_lr_scheduler(engine, optimizer)
+    assert {tuple(group["betas"]) for group in optimizer.param_groups} == {(0.8, 0.95)}
+    learning_rates = []
+    for _ in range(20):
+        learning_rates.append(scheduler.get_last_lr()[0])
+        optimizer.step()
+        scheduler.step()
+    assert learning_rates == pytest.approx([1e-3 * lr_multiplier(schedule, step, 20, min_lr_ratio)
+                                            for step in range(20)], rel=1e-12)
 
 
 @pytest.mark.parametrize("overrides", [

@@ -35,6 +35,7 @@ from agentrl_openrlhf.shipped import AGENT_EXECUTOR
 CLI_MODULE = "openrlhf.cli.train_ppo_ray"
 RUNTIME_ENV_HOOK = "agentrl_openrlhf.ray_hook.runtime_env_hook"
 NATIVE_AGGREGATIONS = ("token-mean", "seq-mean-token-mean")
+LR_SCHEDULERS = {"constant": "constant", "cosine": "cosine_with_min_lr"}
 ESTIMATOR_FLAGS = {"grpo": "group_norm", "dr_grpo": "dr_grpo", "rloo": "rloo"}
 EXACT_ESTIMATORS = ("dr_grpo", "rloo")
 CLUSTER_FLAGS: dict[str, Any] = {
@@ -118,6 +119,9 @@ def train_flags(recipe: Recipe, paths: RunPaths, backend: str = "gpu") -> dict[s
         "algo.kl.init_coef": loss.kl_coef,
         "actor.adam.lr": optim.lr,
         "actor.lr_warmup_ratio": 0.0,
+        "actor.lr_scheduler": LR_SCHEDULERS[optim.lr_schedule],
+        "actor.min_lr_ratio": optim.min_lr_ratio,
+        "actor.adam.betas": optim.betas,
         "actor.adam.weight_decay": optim.weight_decay,
         "actor.max_norm": optim.max_grad_norm,
         "train.seed": train.seed,
@@ -208,6 +212,11 @@ def mappings(recipe: Recipe, flags: dict[str, Any]) -> list[ComponentMapping]:
         ComponentMapping("rollout.timeout_s", r.timeout_s, "AgentExecutor", "injected"),
         ComponentMapping("optim.lr", optim.lr, "actor.adam.lr", "native",
                          "no warmup (actor.lr_warmup_ratio=0): OpenRLHF's 3% rounds up to a whole first step at lr 0"),
+        ComponentMapping("optim.lr_schedule", optim.lr_schedule, f"actor.lr_scheduler={flags['actor.lr_scheduler']}",
+                         "native", "OpenRLHF's own default, cosine down to 10%, is not used"),
+        ComponentMapping("optim.min_lr_ratio", optim.min_lr_ratio, "actor.min_lr_ratio", "native",
+                         "only the cosine schedule reads it"),
+        ComponentMapping("optim.betas", optim.betas, "actor.adam.betas", "native", "OpenRLHF's default is (0.9, 0.95)"),
         ComponentMapping("optim.weight_decay", optim.weight_decay, "actor.adam.weight_decay", "native"),
         ComponentMapping("optim.max_grad_norm", optim.max_grad_norm, "actor.max_norm", "native"),
         ComponentMapping("optim.updates_per_step", optim.updates_per_step, "train.max_epochs", "mapped"),

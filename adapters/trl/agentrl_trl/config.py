@@ -37,6 +37,13 @@ def row_scale(mapping: LossMapping, rows: int, nonempty_rows: int) -> float:
     return {"1": 1.0, "B": float(rows), "B/R": rows / max(nonempty_rows, 1)}[mapping.scale]
 
 
+def lr_scheduler_kwargs(recipe: Recipe) -> dict[str, Any]:
+    """Transformers' scheduler for the recipe's: ``constant``, or ``cosine_with_min_lr`` down to ``min_lr_ratio``."""
+    if recipe.optim.lr_schedule == "constant":
+        return {"lr_scheduler_type": "constant"}
+    return {"lr_scheduler_type": "cosine_with_min_lr", "lr_scheduler_kwargs": {"min_lr_rate": recipe.optim.min_lr_ratio}}
+
+
 def grpo_config_kwargs(recipe: Recipe) -> dict[str, Any]:
     """``GRPOConfig`` keyword arguments for the recipe (output and logging settings come from the runner)."""
     loss = LOSS_TYPES[recipe.loss.aggregation]
@@ -58,6 +65,9 @@ def grpo_config_kwargs(recipe: Recipe) -> dict[str, Any]:
         "top_p": rollout.top_p,
         "top_k": max(rollout.top_k, 0),
         "learning_rate": recipe.optim.lr,
+        **lr_scheduler_kwargs(recipe),
+        "adam_beta1": recipe.optim.betas[0],
+        "adam_beta2": recipe.optim.betas[1],
         "weight_decay": recipe.optim.weight_decay,
         "max_grad_norm": recipe.optim.max_grad_norm,
         "max_steps": recipe.train.steps,
@@ -108,7 +118,12 @@ def describe(recipe: Recipe) -> FrameworkConfig:
         ComponentMapping("rollout.max_context_tokens", r.max_context_tokens, "rollout_func", "injected"),
         ComponentMapping("rollout.max_new_tokens_per_turn", r.max_new_tokens_per_turn, "rollout_func", "injected"),
         ComponentMapping("rollout.timeout_s", r.timeout_s, "rollout_func", "injected"),
-        ComponentMapping("optim.lr", o.lr, "learning_rate", "native"),
+        ComponentMapping("optim.lr", o.lr, "learning_rate", "native", "no warm-up (warmup_steps=0, TRL's default)"),
+        ComponentMapping("optim.lr_schedule", o.lr_schedule, f"lr_scheduler_type={kwargs['lr_scheduler_type']!r}",
+                         "native", "TRL's own default, linear decay to 0, is not used"),
+        ComponentMapping("optim.min_lr_ratio", o.min_lr_ratio, "lr_scheduler_kwargs.min_lr_rate", "native",
+                         "only the cosine schedule reads it"),
+        ComponentMapping("optim.betas", o.betas, "adam_beta1, adam_beta2", "native"),
         ComponentMapping("optim.weight_decay", o.weight_decay, "weight_decay", "native"),
         ComponentMapping("optim.max_grad_norm", o.max_grad_norm, "max_grad_norm", "native"),
         ComponentMapping("optim.updates_per_step", o.updates_per_step, "num_iterations", "mapped"),
