@@ -57,11 +57,14 @@ def arms_table(results: Sequence[ArmResult]) -> str:
 
 
 def seeds_table(results: Sequence[ArmResult]) -> str:
-    lines = ["| arm | seed | held-out start | held-out end | s/step | run folder |", "|---|---|---|---|---|---|"]
+    """A row per arm and seed; steps without gradient are those whose every episode was compact-filtered."""
+    lines = ["| arm | seed | held-out start | held-out end | steps without gradient | s/step | run folder |",
+             "|---|---|---|---|---|---|---|"]
     for result in results:
         for figures in result.summary["seeds"]:
             run = result.runs[figures["seed"]]
             lines.append(f"| {result.arm.label} | {figures['seed']} | {figures['start']:.3f} | {figures['end']:.3f} "
+                         f"| {figures['steps_without_gradient']} of {figures['steps']} "
                          f"| {figures['seconds_per_step']:.2f} | `{run.path.parent.name}/{run.path.name}` |")
     return "\n".join(lines)
 

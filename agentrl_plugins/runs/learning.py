@@ -18,12 +18,14 @@ BENCH_PROFILE = "laptop"
 
 
 def seed_figures(seed: int, run: RunDir) -> dict[str, Any]:
-    """A finished run's first and last held-out pass@1 and its mean seconds per training step."""
+    """A finished run's first and last held-out pass@1, its mean seconds per training step, and how many
+    steps had no loss token at all (every episode compact-filtered: no gradient)."""
     rows = run.read_metrics()
     held_out = [row.heldout_pass1 for row in rows if row.heldout_pass1 is not None]
-    step_seconds = [row.seconds for row in rows if row.step > 0]
+    trained = [row for row in rows if row.step > 0]
     return {"seed": seed, "start": held_out[0], "end": held_out[-1],
-            "seconds_per_step": statistics.fmean(step_seconds), "steps": len(step_seconds)}
+            "seconds_per_step": statistics.fmean(row.seconds for row in trained), "steps": len(trained),
+            "steps_without_gradient": sum(row.policy_tokens == 0 for row in trained)}
 
 
 def learning_summary(seeds: list[dict[str, Any]]) -> dict[str, Any]:
@@ -38,9 +40,9 @@ def learning_summary(seeds: list[dict[str, Any]]) -> dict[str, Any]:
 
 def summary_lines(summary: dict[str, Any]) -> list[str]:
     """A per-seed table, then the means."""
-    lines = [f"{'seed':>6}{'start':>8}{'end':>8}{'s/step':>9}"]
+    lines = [f"{'seed':>6}{'start':>8}{'end':>8}{'s/step':>9}{'steps without gradient':>24}"]
     lines += [f"{s['seed']:>6}{s['start']:>8.3f}{s['end']:>8.3f}{s['seconds_per_step']:>9.2f}"
-              for s in summary["seeds"]]
+              f"{s['steps_without_gradient']:>24}" for s in summary["seeds"]]
     verdict = "learns" if summary["learns"] else "no clear gain"
     lines.append(f"held-out pass@1: start {summary['start_mean']:.3f}, end {summary['end_mean']:.3f} (spread across "
                  f"seeds {summary['end_spread']:.3f}); gain {summary['gain']:+.3f} -> {verdict}")

@@ -16,3 +16,7 @@ def record_step(run: RunDir, row: StepMetrics, hooks: Any) -> None:
     held = "" if row.heldout_pass1 is None else f"  held-out pass@1 {row.heldout_pass1:.3f}"
     reward = "" if row.train_reward is None else f"  train reward {row.train_reward:.3f}"
     print(f"step {row.step}{reward}{held}", file=sys.stderr, flush=True)
+    if row.train_reward is not None and row.policy_tokens == 0:
+        print(f"step {row.step}: no loss token, so no gradient: every episode was compact-filtered (a policy that "
+              "only ever runs out of turns or context gets no signal to leave that state)", file=sys.stderr,
+              flush=True)

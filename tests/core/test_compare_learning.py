@@ -19,13 +19,17 @@ from agentrl_plugins.runs.metrics import StepMetrics
 from agentrl_plugins.runs.rundir import RunDir
 
 
-def finished_run(path, recipe, seed, heldout, reward=0.5):
-    """A run folder as ``agentrl run`` leaves it: recipe, run info, a metrics row per step, a report."""
+def finished_run(path, recipe, seed, heldout, reward=0.5, stalled_from=None):
+    """A run folder as ``agentrl run`` leaves it: recipe, run info, a metrics row per step, a report.
+
+    From step ``stalled_from`` on, every episode is filtered and the steps carry no loss token."""
     run = RunDir(path)
     run.create(load_recipe(recipe, {"train.seed": seed}), "trl")
     for step, value in enumerate(heldout):
+        stalled = stalled_from is not None and step >= stalled_from
         run.append_metrics(StepMetrics(step, None if step == 0 else reward, value, 0.1, None if step == 0 else 0.2,
-                                       0.0, 0.0, 0.0, 0.3, 0 if step == 0 else 100, 2.0))
+                                       1.0 if stalled else 0.0, 0.0, 0.0, 0.3, 0 if step == 0 or stalled else 100,
+                                       2.0))
     run.report_file.write_text("done\n")
     return run
 
@@ -90,6 +94,17 @@ def test_the_report_shows_arms_flags_seeds_and_a_plot(tmp_path):
     assert "| deepswe_grpopp (trl) | 0, 1 | 0.200 | 0.525 | 0.050 | +0.325 | yes |" in text
     assert "end pass@1 differs by +0.300" in text and "no dual clip" in text
     assert "- train.steps: 2" in text and (tmp_path / "learning.png").stat().st_size > 0
+    assert "| deepswe_grpopp (trl) | 1 | 0.200 | 0.550 | 0 of 2 | 2.00 |" in text
+
+
+def test_the_report_counts_the_steps_where_compact_filtering_left_no_gradient(tmp_path):
+    runs = {seed: finished_run(tmp_path / f"seed{seed}", "grpo", seed, [0.3, 0.1, 0.0, 0.0], stalled_from=stall)
+            for seed, stall in [(0, None), (1, 2)]}
+    result = ArmResult(Arm("grpo", "openrlhf"), runs, arm_summary(runs))
+    assert [s["steps_without_gradient"] for s in result.summary["seeds"]] == [0, 2]
+    text = write_learning_report([result, arm_result(tmp_path, "dapo", [[0.3, 0.4], [0.3, 0.5]])], {}, [],
+                                 tmp_path).read_text()
+    assert "| grpo (openrlhf) | 1 | 0.300 | 0.000 | 2 of 3 | 2.00 |" in text
 
 
 def test_a_finished_seed_is_read_back_not_rerun(tmp_path, capsys):

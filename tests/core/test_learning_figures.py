@@ -11,8 +11,9 @@ from agentrl_plugins.runs.progress import record_step
 from agentrl_plugins.runs.rundir import RunDir
 
 
-def row(step: int, pass1: float | None, seconds: float) -> StepMetrics:
-    return StepMetrics(step, None if step == 0 else 0.5, pass1, None, None, None, None, None, None, 0, seconds)
+def row(step: int, pass1: float | None, seconds: float, policy_tokens: int = 100) -> StepMetrics:
+    return StepMetrics(step, None if step == 0 else 0.5, pass1, None, None, None, None, None, None,
+                       0 if step == 0 else policy_tokens, seconds)
 
 
 def test_record_step_appends_the_row_calls_the_hook_and_prints(tmp_path, capsys):
@@ -23,19 +24,29 @@ def test_record_step_appends_the_row_calls_the_hook_and_prints(tmp_path, capsys)
     assert capsys.readouterr().err == "step 3  train reward 0.500  held-out pass@1 0.250\n"
 
 
+def test_a_step_without_a_loss_token_is_called_out(tmp_path, capsys):
+    hooks = SimpleNamespace(agentrl_step_end=lambda step, metrics: None)
+    record_step(RunDir(tmp_path), row(0, 0.25, 2.0), hooks)
+    assert "no gradient" not in capsys.readouterr().err, "the starting evaluation trains nothing"
+    record_step(RunDir(tmp_path), row(4, None, 2.0, policy_tokens=0), hooks)
+    assert capsys.readouterr().err.splitlines()[1].startswith("step 4: no loss token, so no gradient")
+
+
 def test_seed_figures_and_the_summary_across_seeds(tmp_path):
     runs = {seed: RunDir(tmp_path / f"seed{seed}") for seed in (0, 1)}
     for run in runs.values():
         run.path.mkdir()
     for seed, (start, end) in zip(runs, [(0.2, 0.6), (0.3, 0.5)]):
         for step, pass1, seconds in [(0, start, 9.0), (1, None, 2.0), (2, end, 4.0)]:
-            runs[seed].append_metrics(row(step, pass1, seconds))
+            runs[seed].append_metrics(row(step, pass1, seconds, policy_tokens=100 * seed))
     seeds = [seed_figures(seed, run) for seed, run in runs.items()]
-    assert seeds[0] == {"seed": 0, "start": 0.2, "end": 0.6, "seconds_per_step": 3.0, "steps": 2}
+    assert seeds[0] == {"seed": 0, "start": 0.2, "end": 0.6, "seconds_per_step": 3.0, "steps": 2,
+                        "steps_without_gradient": 2}
+    assert seeds[1]["steps_without_gradient"] == 0
     summary = learning_summary(seeds)
     assert round(summary["gain"], 6) == 0.3 and round(summary["end_spread"], 6) == 0.1 and summary["learns"]
     lines = summary_lines(summary)
-    assert lines[1].split() == ["0", "0.200", "0.600", "3.00"] and "gain +0.300 -> learns" in lines[-2]
+    assert lines[1].split() == ["0", "0.200", "0.600", "3.00", "2"] and "gain +0.300 -> learns" in lines[-2]
 
 
 def test_bench_seeds_trains_missing_seeds_and_reads_finished_ones(tmp_path):

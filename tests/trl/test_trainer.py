@@ -60,7 +60,7 @@ def test_trained_advantages_are_the_core_estimator_and_filtered_rows_carry_no_lo
     for row in range(8):
         on = mask[row].bool()
         assert torch.equal(output["advantages"][row][on], torch.full((int(on.sum()),), expected[row].item() * scale))
-    assert output["num_items_in_batch"] == mask.sum()
+    assert output["num_items_in_batch"] == mask.sum() == trainer.step_stats["policy_tokens"] > 0
     assert trainer.step_stats["filtered_fraction"] == 0.5 and trainer.step_stats["hacked_fraction"] == 0.125
 
 

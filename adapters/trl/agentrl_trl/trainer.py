@@ -52,7 +52,7 @@ class AgentGRPOTrainer(GRPOTrainer):
             "is_capped_fraction": correction.metrics["capped_fraction"],
             "is_masked_fraction": correction.metrics["masked_fraction"],
             "mismatch_kl": correction.metrics["mismatch_kl"],
-            "policy_tokens": int(batch.response_mask.sum().item()),
+            "policy_tokens": int(mask.sum().item()),
         }
         return output
 
