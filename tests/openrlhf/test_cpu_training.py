@@ -31,8 +31,8 @@ from agentrl_openrlhf.recorder import STEPS_FILE
 
 OVERRIDES = {"train.steps": 2, "train.eval_every": 1, "train.eval_episodes_per_task": 1, "rollout.group_size": 4,
              "rollout.tasks_per_step": 2, "rollout.max_turns": 4, "rollout.max_context_tokens": 520,
-             "filtering.reasons": '["max_context"]', "loss.entropy_coef": 0.01, "optim.lr_schedule": "cosine",
-             "optim.min_lr_ratio": 0.25}
+             "filtering.reasons": '["max_context"]', "loss.entropy_coef": 0.01, "optim.lr": 1e-3,
+             "optim.lr_schedule": "cosine", "optim.min_lr_ratio": 0.25}
 
 
 def test_two_real_openrlhf_steps_on_the_cpu_backend(tmp_path, tokenizer):

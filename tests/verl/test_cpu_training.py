@@ -37,7 +37,7 @@ STEPS = 2
 OVERRIDES = {"train.steps": STEPS, "train.eval_every": 1, "train.eval_episodes_per_task": 1,
              "rollout.group_size": 4, "rollout.tasks_per_step": 2, "rollout.max_context_tokens": 610,
              "filtering.reasons": '["max_context"]', "loss.aggregation": "token-mean", "loss.entropy_coef": 0.01,
-             "optim.lr_schedule": "cosine", "optim.min_lr_ratio": 0.25}
+             "optim.lr": 1e-3, "optim.lr_schedule": "cosine", "optim.min_lr_ratio": 0.25}
 LOGPROB_TOLERANCE = 1e-3
 """Largest allowed |rollout - trainer| gap (verl's prob diff, and log-probs recomputed here); measured ~5e-9."""
 SIGN_AGREEMENT = 0.99
