@@ -65,7 +65,9 @@ def test_the_dry_run_command_is_what_openrlhf_parses(tmp_path, monkeypatch):
     assert args.eval.dataset == str(run / "eval_prompts.jsonl")
     assert (args.data.input_key, args.data.label_key) == ("prompt", "label")
     assert args.actor.adam.lr == recipe.optim.lr and args.train.seed == recipe.train.seed
-    assert (args.actor.lr_scheduler, args.actor.min_lr_ratio, args.actor.adam.betas) == ("constant", 0.0, [0.9, 0.999])
+    assert recipe.optim.lr_schedule == "cosine", "the laptop profile's schedule"
+    assert (args.actor.lr_scheduler, args.actor.min_lr_ratio, args.actor.adam.betas) == (
+        "cosine_with_min_lr", 0.0, [0.9, 0.999])
     assert args.ckpt.output_dir == str(run / "final")
     assert not (tmp_path / "run").exists(), "a dry run writes nothing"
 
