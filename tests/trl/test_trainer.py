@@ -20,6 +20,7 @@ from transformers import Qwen2ForCausalLM, TrainerCallback
 import agentrl_trl.runner as runner
 from agentrl_plugins.adapter import RunOptions
 from agentrl_plugins.tinyagent.model import build_model
+from agentrl_trl.rollout import step_seed
 from agentrl_trl.runner import build_trainer
 from bugfix_gym import policies
 from bugfix_gym.families import FAMILIES
@@ -141,6 +142,16 @@ def test_trls_own_optimizer_and_scheduler_follow_the_recipe(tmp_path, model, tok
         trainer.lr_scheduler.step()
     assert learning_rates == pytest.approx([1e-3 * lr_multiplier(schedule, step, 20, min_lr_ratio)
                                             for step in range(20)], rel=1e-12)
+
+
+def test_evaluations_sample_with_the_run_seed_as_the_rollout_servers_do(tmp_path, model, tokenizer, scripted):
+    seeds, make = [], scripted(SCRIPTS)
+    trainer, _ = make_trainer(tmp_path, model, tokenizer,
+                              lambda policy, seed: seeds.append(seed) or make(policy, seed), **{"train.seed": 5})
+    rollout = trainer.episode_rollout
+    for step, purpose in [(0, "eval"), (10, "eval"), (3, "rollout"), (4, "rollout")]:
+        rollout.play(model, [rollout.tasks["clamp"]], 1, step, purpose)
+    assert seeds == [5, 5, step_seed(5, 3, "rollout"), step_seed(5, 4, "rollout")] and len(set(seeds)) == 3
 
 
 class InterruptAt(TrainerCallback):

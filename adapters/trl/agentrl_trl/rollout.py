@@ -38,8 +38,14 @@ class EpisodeRollout:
         self.last_generator: Generate | None = None
 
     def play(self, model: Any, tasks: Sequence[Task], group_size: int, step: int, purpose: str) -> list[Trajectory]:
-        """Run ``group_size`` concurrent episodes per task with a generator seeded for (step, purpose)."""
-        generate = self.make_generator(model, step_seed(self.seed, step, purpose))
+        """Run ``group_size`` concurrent episodes per task.
+
+        Training episodes sample with a seed for (step, purpose). Every evaluation samples with the run's
+        seed itself, as verl's and OpenRLHF's rollout servers do before their first update: step 0 then
+        draws the same numbers in all three, and each checkpoint is evaluated on the same draws.
+        """
+        seed = self.seed if purpose == "eval" else step_seed(self.seed, step, purpose)
+        generate = self.make_generator(model, seed)
         self.last_generator = generate
 
         async def episodes() -> list[Trajectory]:
