@@ -41,7 +41,8 @@ def lr_scheduler_kwargs(recipe: Recipe) -> dict[str, Any]:
     """Transformers' scheduler for the recipe's: ``constant``, or ``cosine_with_min_lr`` down to ``min_lr_ratio``."""
     if recipe.optim.lr_schedule == "constant":
         return {"lr_scheduler_type": "constant"}
-    return {"lr_scheduler_type": "cosine_with_min_lr", "lr_scheduler_kwargs": {"min_lr_rate": recipe.optim.min_lr_ratio}}
+    return {"lr_scheduler_type": "cosine_with_min_lr",
+            "lr_scheduler_kwargs": {"min_lr_rate": recipe.optim.min_lr_ratio}}
 
 
 def grpo_config_kwargs(recipe: Recipe) -> dict[str, Any]:
