@@ -37,7 +37,7 @@ def row_scale(mapping: LossMapping, rows: int, nonempty_rows: int) -> float:
     return {"1": 1.0, "B": float(rows), "B/R": rows / max(nonempty_rows, 1)}[mapping.scale]
 
 
-def lr_scheduler_kwargs(recipe: Recipe) -> dict[str, Any]:
+def lr_scheduler_settings(recipe: Recipe) -> dict[str, Any]:
     """Transformers' scheduler for the recipe's: ``constant``, or ``cosine_with_min_lr`` down to ``min_lr_ratio``."""
     if recipe.optim.lr_schedule == "constant":
         return {"lr_scheduler_type": "constant"}
@@ -66,7 +66,7 @@ def grpo_config_kwargs(recipe: Recipe) -> dict[str, Any]:
         "top_p": rollout.top_p,
         "top_k": max(rollout.top_k, 0),
         "learning_rate": recipe.optim.lr,
-        **lr_scheduler_kwargs(recipe),
+        **lr_scheduler_settings(recipe),
         "adam_beta1": recipe.optim.betas[0],
         "adam_beta2": recipe.optim.betas[1],
         "weight_decay": recipe.optim.weight_decay,
