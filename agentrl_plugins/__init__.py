@@ -1,6 +1,11 @@
 """agentrl-plugins: one plugin layer for agentic RL over verl, TRL and OpenRLHF."""
 
-from agentrl_plugins.hookspecs import hookimpl
+import importlib.metadata
 
-__version__ = "0.1.0"
-__all__ = ["hookimpl", "__version__"]
+from agentrl_plugins.hookspecs import HOOK_CONTRACT_VERSION, hookimpl
+
+try:
+    __version__ = importlib.metadata.version("agentrl-plugins")
+except importlib.metadata.PackageNotFoundError:  # a source checkout on sys.path, not installed
+    __version__ = "0+unknown"
+__all__ = ["HOOK_CONTRACT_VERSION", "__version__", "hookimpl"]

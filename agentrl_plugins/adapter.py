@@ -9,7 +9,6 @@ from typing import Any, Literal, Protocol
 from agentrl_plugins.recipe_schema import Recipe
 
 MappingStatus = Literal["native", "mapped", "injected", "patched", "approximated"]
-FRAMEWORK_DISTRIBUTIONS = {"trl": "agentrl-trl", "verl": "agentrl-verl", "openrlhf": "agentrl-openrlhf"}
 
 
 @dataclass(frozen=True)
@@ -42,6 +41,20 @@ class RunOptions:
     resume: Path | None = None
     dry_run: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+def correction_parameter_rows(recipe: Recipe, setting: str, status: MappingStatus,
+                              plugin_manager: Any = None) -> list[ComponentMapping]:
+    """The rows of ``correction.cap``, ``.low`` and ``.high``: those the recipe's correction takes reach ``setting``
+    with ``status``, the others are marked unused."""
+    from agentrl_plugins.algorithm import CORRECTION_PARAMETERS, RecipeAlgorithm
+
+    used = RecipeAlgorithm.from_recipe(recipe, plugin_manager).correction_params()
+    return [ComponentMapping(f"correction.{key}", getattr(recipe.correction, key), setting, status,
+                             f"read by {recipe.correction.name}") if key in used else
+            ComponentMapping(f"correction.{key}", getattr(recipe.correction, key), "-", "native",
+                             "unused by this correction")
+            for key in CORRECTION_PARAMETERS]
 
 
 class FrameworkAdapter(Protocol):

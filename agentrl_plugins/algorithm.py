@@ -17,6 +17,9 @@ from agentrl_plugins.algorithms.corrections import CorrectionResult
 from agentrl_plugins.algorithms.filtering import compact_filter
 from agentrl_plugins.recipe_schema import Recipe
 
+CORRECTION_PARAMETERS = ("cap", "low", "high")
+"""The recipe's correction parameters; each correction takes the ones its signature names."""
+
 
 @dataclass(frozen=True)
 class Advantages:
@@ -39,7 +42,7 @@ class RecipeAlgorithm:
     correction: Callable[..., CorrectionResult]
 
     @classmethod
-    def from_recipe(cls, recipe: Recipe, plugin_manager: Any = None) -> "RecipeAlgorithm":
+    def from_recipe(cls, recipe: Recipe, plugin_manager: Any = None) -> RecipeAlgorithm:
         if plugin_manager is None:
             from agentrl_plugins.plugins import get_plugin_manager
 
@@ -61,9 +64,11 @@ class RecipeAlgorithm:
         values = self.estimator(rewards, group_ids, valid, masked_in_baseline=self.recipe.advantage.masked_in_baseline)
         return Advantages(values, valid)
 
+    def correction_params(self) -> dict[str, float]:
+        """The recipe's ``correction.cap``/``low``/``high`` that the correction takes, by name."""
+        accepted = inspect.signature(self.correction).parameters
+        return {key: getattr(self.recipe.correction, key) for key in CORRECTION_PARAMETERS if key in accepted}
+
     def correct(self, learner_logp: Tensor, sampler_logp: Tensor, mask: Tensor) -> CorrectionResult:
         """Per-token weights for the sampler/learner mismatch; the recipe's cap/low/high go to whichever it takes."""
-        settings = self.recipe.correction
-        accepted = inspect.signature(self.correction).parameters
-        params = {key: getattr(settings, key) for key in ("cap", "low", "high") if key in accepted}
-        return self.correction(learner_logp, sampler_logp, mask, **params)
+        return self.correction(learner_logp, sampler_logp, mask, **self.correction_params())

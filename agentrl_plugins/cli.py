@@ -6,16 +6,18 @@ import dataclasses
 import json
 import sys
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, Optional
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from agentrl_plugins.adapter import FRAMEWORK_DISTRIBUTIONS, RunOptions
+from agentrl_plugins.adapter import RunOptions
 from agentrl_plugins.compare.command import compare_command
+from agentrl_plugins.components import KINDS
 from agentrl_plugins.errors import AgentRLError, MissingAdapterError, RecipeError, UnknownNameError
+from agentrl_plugins.frameworks import install_hint, known_frameworks, python_of
 from agentrl_plugins.plugins import PluginManager, get_plugin_manager
 from agentrl_plugins.recipe import default_profile, load_recipe, parse_overrides, recipe_to_dict
 from agentrl_plugins.recipe_schema import SECTIONS, Recipe
@@ -44,7 +46,7 @@ def plugins_command(as_json: bool = JsonOption) -> None:
     manager = get_plugin_manager()
     infos = {info.name: info for info in manager.plugin_table()}
     rows = []
-    for kind in ("environment", "verifier", "advantage", "correction", "recipe", "adapter"):
+    for kind in KINDS:
         for entry in manager.registry(kind):
             rows.append({"kind": kind, "name": entry.record.name, "description": entry.record.description,
                          "distribution": entry.distribution, "plugin": entry.plugin,
@@ -68,7 +70,7 @@ def recipes_list(as_json: bool = JsonOption) -> None:
     """Every registered recipe with its description and origin."""
     entries = list(get_plugin_manager().registry("recipe"))
     rows = [{"name": e.record.name, "description": e.record.description, "distribution": e.distribution,
-             "path": str(e.record.path)} for e in entries]
+             "path": str(e.record.obj)} for e in entries]
     if as_json:
         _print_json(rows)
         return
@@ -80,12 +82,12 @@ def _adapter(framework: str):
     registry = get_plugin_manager().registry("adapter")
     if framework in registry:
         return registry.get(framework).factory()
-    if framework in FRAMEWORK_DISTRIBUTIONS:
-        raise MissingAdapterError(
-            f"framework {framework!r} needs its adapter: pip install {FRAMEWORK_DISTRIBUTIONS[framework]} "
-            f"(into the environment where {framework} is installed)."
-        )
-    raise UnknownNameError("framework", framework, set(FRAMEWORK_DISTRIBUTIONS) | set(registry.names()))
+    if framework in known_frameworks():
+        env = python_of(framework)
+        elsewhere = f"; its environment here is {env.python} (from {env.found_by})" if env else ""
+        raise MissingAdapterError(f"framework {framework!r} has no adapter in this environment ({sys.executable}): "
+                                  f"{install_hint(framework)}{elsewhere}.")
+    raise UnknownNameError("framework", framework, known_frameworks())
 
 
 def _recipe_rows(recipe: Recipe) -> list[dict[str, Any]]:
@@ -97,8 +99,9 @@ def _recipe_rows(recipe: Recipe) -> list[dict[str, Any]]:
 @recipes_app.command("show")
 def recipes_show(
     name: str,
-    framework: Optional[str] = typer.Option(None, "--framework", "-f", help="trl, verl or openrlhf"),
-    overrides: Optional[List[str]] = OverrideOption,
+    framework: Optional[str] = typer.Option(None, "--framework", "-f",
+                                            help="A framework adapter: trl, verl, openrlhf or any installed one."),
+    overrides: Optional[list[str]] = OverrideOption,
     profile: Optional[str] = typer.Option(None, help="Apply one of the recipe's profiles (e.g. laptop)."),
     as_json: bool = JsonOption,
 ) -> None:
@@ -124,7 +127,8 @@ def recipes_show(
     console.print(_table("settings", ["key", "value", "source"], [[r["key"], r["value"], r["source"]] for r in rows]))
     for choice in recipe.choices:
         options = "; ".join(f"{value}: {who}" for value, who in choice.options.items())
-        console.print(f"[bold]choice[/bold] {choice.key} = {rows_value(rows, choice.key)!r} ({options})\n  {choice.why}")
+        console.print(f"[bold]choice[/bold] {choice.key} = {rows_value(rows, choice.key)!r} ({options})"
+                      f"\n  {choice.why}")
 
 
 def rows_value(rows: list[dict[str, Any]], key: str) -> Any:
@@ -133,8 +137,9 @@ def rows_value(rows: list[dict[str, Any]], key: str) -> Any:
 
 def run_command(
     recipe_name: Optional[str] = typer.Argument(None, metavar="RECIPE"),
-    framework: str = typer.Option("trl", "--framework", "-f", help="trl, verl or openrlhf"),
-    overrides: Optional[List[str]] = OverrideOption,
+    framework: str = typer.Option("trl", "--framework", "-f",
+                                  help="A framework adapter: trl, verl, openrlhf or any installed one."),
+    overrides: Optional[list[str]] = OverrideOption,
     profile: Optional[str] = typer.Option(None, help="A recipe profile; the laptop profile is used for TinyAgent."),
     verifier: Optional[str] = typer.Option(None, help="Swap the verifier, e.g. public_tests."),
     advantage: Optional[str] = typer.Option(None, help="Swap the advantage estimator, e.g. grpo."),

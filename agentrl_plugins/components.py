@@ -21,13 +21,13 @@ class Component:
     @property
     def obj(self) -> Any:
         """The registered object (the record's second field)."""
-        return getattr(self, fields(self)[1].name)
+        return getattr(self, fields(self)[1].name)  # type: ignore[arg-type]  # every record is a dataclass
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.isidentifier():
             raise ValueError(f"{self.kind} name must be a Python identifier, got {self.name!r}")
         if self.obj is None:
-            raise ValueError(f"{self.kind} {self.name!r}: {fields(self)[1].name} is missing")
+            raise ValueError(f"{self.kind} {self.name!r}: {fields(self)[1].name} is missing")  # type: ignore[arg-type]
         if not isinstance(self.description, str) or not self.description.strip() or "\n" in self.description.strip():
             raise ValueError(f"{self.kind} {self.name!r} needs a one-line description")
 
@@ -89,15 +89,37 @@ class RecipeFile(Component):
 
 @dataclass(frozen=True)
 class Adapter(Component):
-    """``factory()`` returns a :class:`~agentrl_plugins.adapter.FrameworkAdapter`."""
+    """``factory()`` returns a :class:`~agentrl_plugins.adapter.FrameworkAdapter`.
+
+    ``parity()``, when given, returns the adapter's side of ``agentrl compare --parity``: a function
+    ``compute(recipe, batch) -> ParityResult`` built on the framework's own code
+    (:mod:`agentrl_plugins.compare.side`). Loaders, so that registering imports no framework.
+    """
 
     name: str
     factory: Callable[[], Any]
     description: str
+    parity: Callable[[], Callable[..., Any]] | None = None
     kind: ClassVar[str] = "adapter"
     hook: ClassVar[str] = "agentrl_register_adapters"
 
 
+@dataclass(frozen=True)
+class Model(Component):
+    """``resolve(*, seed, prepare) -> Path``: the model's local Hugging Face folder.
+
+    ``seed`` is the run's seed; with ``prepare`` false the resolver only names the folder (a dry run),
+    with ``prepare`` true it makes sure the folder exists (builds or copies it) or raises
+    :class:`~agentrl_plugins.errors.ModelUnavailableError` saying how to get it.
+    """
+
+    name: str
+    resolve: Callable[..., Path]
+    description: str
+    kind: ClassVar[str] = "model"
+    hook: ClassVar[str] = "agentrl_register_models"
+
+
 KINDS: dict[str, type[Component]] = {
-    cls.kind: cls for cls in (Environment, Verifier, AdvantageEstimator, Correction, RecipeFile, Adapter)
+    cls.kind: cls for cls in (Environment, Verifier, AdvantageEstimator, Correction, RecipeFile, Adapter, Model)
 }

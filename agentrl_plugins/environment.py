@@ -32,7 +32,11 @@ class EpisodeSession(Protocol):
 
 
 class EnvironmentSuite(Protocol):
-    """A named collection of tasks with a shared system prompt (tools and grammar)."""
+    """A named collection of tasks with a shared system prompt (tools and grammar).
+
+    A suite that holds resources (workers, sandboxes) may also define ``close()``; runs call it through
+    :func:`close_environment` when they end.
+    """
 
     system_prompt: str
 
@@ -41,8 +45,36 @@ class EnvironmentSuite(Protocol):
     def start(self, task: Task) -> EpisodeSession: ...
 
 
+@dataclass(frozen=True)
+class ScriptedEpisode:
+    """One episode of the parity batch as the environment scripts it: its task, group and the policy's messages.
+
+    ``max_context_tokens``, when set, tightens the context budget of this episode (to record a truncated one).
+    """
+
+    task: Task
+    group: int
+    messages: Sequence[str]
+    max_context_tokens: int | None = None
+
+
+class ParityScripts(Protocol):
+    """An environment that can script the parity batch of ``agentrl compare --parity`` (optional)."""
+
+    def parity_episodes(self, group_size: int, max_turns: int, generator: Any) -> list[ScriptedEpisode]:
+        """Groups of ``group_size`` scripted episodes with mixed outcomes: solved, hacked, out of turns,
+        truncated, and one group whose rewards are all equal; ``generator`` is a seeded ``torch.Generator``."""
+
+
 class VerifierFn(Protocol):
     def __call__(self, outcome: Any) -> Verdict: ...
+
+
+def close_environment(env: EnvironmentSuite) -> None:
+    """Release the suite's resources, if it holds any (``close`` is optional)."""
+    close = getattr(env, "close", None)
+    if callable(close):
+        close()
 
 
 def build_environment(settings: Any, plugin_manager: Any = None) -> EnvironmentSuite:

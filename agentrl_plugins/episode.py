@@ -91,7 +91,7 @@ async def run_episode(
                                      min(limits.max_new_tokens_per_turn, room))
             try:
                 generation = await asyncio.wait_for(generate(episode.token_ids(), turn_sampling), remaining)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 termination = "timeout"
                 break
             episode.add_policy(generation)

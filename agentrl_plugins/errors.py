@@ -35,8 +35,8 @@ class DuplicateNameError(AgentRLError):
     """Two plugins registered the same name for the same kind."""
 
 
-class PluginLoadError(AgentRLError):
-    """A plugin could not be imported or failed validation."""
+class ModelUnavailableError(AgentRLError):
+    """A model that is registered or named but cannot be made available here; the message says how."""
 
 
 class RecipeError(AgentRLError, ValueError):

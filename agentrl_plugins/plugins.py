@@ -103,7 +103,8 @@ class PluginManager(pluggy.PluginManager):
         self.add_hookspecs(hookspecs)
         self.infos: dict[str, PluginInfo] = {}
         self._registries: dict[str, Registry] | None = None
-        core_version = importlib.metadata.version(CORE_DISTRIBUTION) if _installed(CORE_DISTRIBUTION) else "dev"
+        from agentrl_plugins import __version__ as core_version
+
         for module_name in DEFAULT_PLUGINS:
             self.add_plugin(importlib.import_module(module_name), module_name, CORE_DISTRIBUTION, core_version)
         if load_entry_points:
@@ -150,7 +151,7 @@ class PluginManager(pluggy.PluginManager):
             self.add_plugin(plugin, entry_point.name, distribution, version, label)
 
     def registry(self, kind: str) -> Registry:
-        """All components of ``kind`` (environment, verifier, advantage, correction, recipe, adapter)."""
+        """All components of ``kind`` (one of :data:`~agentrl_plugins.components.KINDS`)."""
         if kind not in KINDS:
             raise UnknownNameError("component kind", kind, KINDS)
         if self._registries is None:
@@ -161,19 +162,28 @@ class PluginManager(pluggy.PluginManager):
         return self.registry(kind).get(name)
 
     def _collect(self) -> dict[str, Registry]:
-        registries = {kind: Registry(kind) for kind in KINDS}
-        for kind, record_type in KINDS.items():
+        """Every plugin's records, all or nothing per plugin: one failing hook drops the plugin's others too."""
+        collected: dict[str, list[Component]] = {}
+        failed: set[str] = set()
+        for record_type in KINDS.values():
             for impl in reversed(getattr(self.hook, record_type.hook).get_hookimpls()):
-                info = self.infos[impl.plugin_name]
-                records: list[Component] = []
+                if impl.plugin_name in failed:
+                    continue
+                records = collected.setdefault(impl.plugin_name, [])
                 try:
                     impl.function(register=functools.partial(_collect_record, records, record_type))
                 except Exception as error:
+                    info = self.infos[impl.plugin_name]
                     self._mark_broken(info.name, info.distribution, info.version, info.entry_point,
-                                      f"{record_type.hook} failed: {error!r}")
-                    continue
-                for record in records:
-                    registries[kind].add(Registered(record, info.name, info.distribution))
+                                      f"{record_type.hook} failed, so none of its components is registered: "
+                                      f"{error!r}")
+                    failed.add(impl.plugin_name)
+                    collected.pop(impl.plugin_name)
+        registries = {kind: Registry(kind) for kind in KINDS}
+        for plugin, records in collected.items():
+            info = self.infos[plugin]
+            for record in records:
+                registries[record.kind].add(Registered(record, info.name, info.distribution))
         return registries
 
     def plugin_table(self) -> list[PluginInfo]:
@@ -183,18 +193,10 @@ class PluginManager(pluggy.PluginManager):
         return sorted(self.infos.values(), key=lambda info: info.name)
 
 
-def _collect_record(records: list[Component], record_type: type, record: Component) -> None:
+def _collect_record(records: list[Component], record_type: type[Component], record: Component) -> None:
     if not isinstance(record, record_type):
         raise TypeError(f"{record_type.hook} expects {record_type.__name__} records, got {type(record).__name__}")
     records.append(record)
-
-
-def _installed(distribution: str) -> bool:
-    try:
-        importlib.metadata.distribution(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return False
-    return True
 
 
 @functools.lru_cache(maxsize=1)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Iterable, Literal, Union, get_args, get_origin
 
 from agentrl_plugins.errors import RecipeError, did_you_mean
-from agentrl_plugins.recipe_schema import SECTIONS, TOP_LEVEL_KEYS, Choice, Recipe
+from agentrl_plugins.recipe_schema import REQUIRED_COMPONENTS, SECTIONS, TOP_LEVEL_KEYS, Choice, Recipe
 from agentrl_plugins.types import TERMINATION_REASONS
 
 _MISSING = object()
@@ -137,8 +137,9 @@ def _check_semantics(recipe: Recipe, origin: str) -> None:
         raise RecipeError(f"{origin}: loss.aggregation 'seq-mean-token-sum-norm' needs loss.norm_constant")
     if recipe.rollout.group_size < 2:
         raise RecipeError(f"{origin}: rollout.group_size must be at least 2 for a group baseline")
-    if not recipe.verifier.names:
-        raise RecipeError(f"{origin}: verifier.names must name at least one verifier")
+    if recipe.train.lora and (recipe.train.lora_rank < 1 or recipe.train.lora_alpha < 1):
+        raise RecipeError(f"{origin}: train.lora_rank and train.lora_alpha must be positive, got "
+                          f"{recipe.train.lora_rank} and {recipe.train.lora_alpha}")
     if not 0.0 <= recipe.optim.min_lr_ratio <= 1.0:
         raise RecipeError(f"{origin}: optim.min_lr_ratio must lie in [0, 1], got {recipe.optim.min_lr_ratio}")
     betas = recipe.optim.betas
@@ -216,4 +217,14 @@ def load_recipe(
             raise RecipeError(f"recipe {recipe.name!r} has no profile {profile!r}."
                               f"{did_you_mean(profile, recipe.profiles)} Profiles: {sorted(recipe.profiles)}")
         recipe = apply_overrides(recipe, recipe.profiles[profile], f"profile {profile!r}")
-    return apply_overrides(recipe, overrides or {}, "override")
+    recipe = apply_overrides(recipe, overrides or {}, "override")
+    check_complete(recipe)
+    return recipe
+
+
+def check_complete(recipe: Recipe) -> None:
+    """A recipe that can run names every component the schema leaves open (:data:`REQUIRED_COMPONENTS`)."""
+    for key, what in REQUIRED_COMPONENTS.items():
+        if not get_value(recipe, key):
+            raise RecipeError(f"recipe {recipe.name!r}: {key} must name {what}; set it in the recipe, "
+                              f"or extend a recipe that does (extends = \"grpo\")")

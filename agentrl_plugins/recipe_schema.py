@@ -5,17 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
-from agentrl_plugins.algorithms.aggregation import LOSS_AGG_MODES
-from agentrl_plugins.algorithms.lr_schedule import LR_SCHEDULES
-
-
-LossAggregation = Literal[LOSS_AGG_MODES]
-LrSchedule = Literal[LR_SCHEDULES]
+from agentrl_plugins.algorithms.aggregation import LossAggregation
+from agentrl_plugins.algorithms.lr_schedule import LrSchedule
 
 
 @dataclass
 class EnvironmentSection:
-    name: str = "bugfix"
+    """Which environment the run trains in; the schema names no component (the base recipe does)."""
+
+    name: str = ""
     train_split: str = "train"
     eval_split: str = "held_out"
     options: dict[str, Any] = field(default_factory=dict)
@@ -23,7 +21,7 @@ class EnvironmentSection:
 
 @dataclass
 class VerifierSection:
-    names: list[str] = field(default_factory=lambda: ["hidden_tests"])
+    names: list[str] = field(default_factory=list)
     combine: Literal["min", "mean", "product"] = "min"
 
 
@@ -89,12 +87,16 @@ class OptimSection:
 
 @dataclass
 class TrainSection:
+    """The run: steps, seed, evaluation, and the model (a registered name or a local folder), optionally LoRA."""
+
     steps: int = 100
     seed: int = 0
     eval_every: int = 10
     eval_episodes_per_task: int = 4
-    model: str = "tinyagent"
+    model: str = ""
     lora: bool = False
+    lora_rank: int = 8
+    lora_alpha: int = 16
 
 
 @dataclass
@@ -141,3 +143,6 @@ class Recipe:
 
 
 TOP_LEVEL_KEYS = ("name", "description", "extends", "sources", "choices", "profiles")
+REQUIRED_COMPONENTS = {"environment.name": "an environment", "verifier.names": "at least one verifier",
+                       "train.model": "a model (a registered name or a local Hugging Face folder)"}
+"""Keys with no default in the schema: a runnable recipe sets them, or extends a recipe that does."""

@@ -1,11 +1,16 @@
-"""Helpers for testing plugins without a model: a byte-level chat tokenizer and scripted generation.
+"""Helpers for testing plugins: a byte-level chat tokenizer, scripted generation, a fresh environment.
 
 Like pytest's ``pytester``, these are part of the public API so that plugin
-authors can test an environment or verifier the way the core tests its own.
+authors can test an environment or verifier the way the core tests its own,
+and test their distribution as a user installs it.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sysconfig
+import venv
+from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from agentrl_plugins.types import Generation, Sampling
@@ -53,3 +58,18 @@ class ScriptedGenerate:
             ids, finish = ids[: sampling.max_new_tokens], "length"
         self.outputs.append(ids)
         return Generation(ids, [self.logprob] * len(ids), finish)
+
+
+def fresh_environment(root: Path, *projects: Path) -> Path:
+    """A new virtual environment in ``root`` that sees this environment's packages, with ``projects``
+    pip-installed into it (without dependencies); returns its Python. The installed plugins are visible
+    there and not here, as on a user's machine."""
+    venv.create(root, with_pip=True)
+    python = root / "bin" / "python"
+    site_packages = Path(subprocess.check_output(
+        [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], text=True).strip())
+    (site_packages / "outer_env.pth").write_text(f"import site; site.addsitedir({sysconfig.get_path('purelib')!r})\n")
+    if projects:
+        subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                        *map(str, projects)], check=True)
+    return python

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-Termination = Literal["submitted", "max_turns", "max_context", "timeout", "error"]
 TERMINATION_REASONS: tuple[str, ...] = ("submitted", "max_turns", "max_context", "timeout", "error")
 
 

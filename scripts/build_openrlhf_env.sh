@@ -6,7 +6,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/envs.sh"
 
 DIR="$ROOT/.venvs/openrlhf"
-STAMP="$(cd "$ROOT" && cat pyproject.toml envs/bugfix_gym/pyproject.toml adapters/openrlhf/pyproject.toml \
+STAMP="$(cd "$ROOT" && cat pyproject.toml envs/bugfix_gym/pyproject.toml models/tinyagent/pyproject.toml adapters/openrlhf/pyproject.toml \
     scripts/envs.sh scripts/build_openrlhf_env.sh | sha256sum | cut -c1-16)"
 
 # pip's resolver lists the OpenRLHF requirements left out on purpose (flash-attn and its GPU or logging
@@ -29,5 +29,5 @@ pip_openrlhf "$PY" --no-deps "openrlhf==0.11.2"
 pip_openrlhf "$PY" "$TORCH_PIN" "transformers==5.15.0" "ray[default]==2.55.0" accelerate aiohttp datasets einops \
     peft pillow pylatexenc sympy torchdata tqdm
 DS_BUILD_OPS=0 pip_openrlhf "$PY" --no-build-isolation "$TORCH_PIN" "deepspeed==0.19.6"
-(cd "$ROOT" && pip_openrlhf "$PY" "$TORCH_PIN" -e . -e envs/bugfix_gym -e adapters/openrlhf pytest pytest-asyncio)
+(cd "$ROOT" && pip_openrlhf "$PY" "$TORCH_PIN" -e ".[hf]" -e envs/bugfix_gym -e models/tinyagent -e adapters/openrlhf pytest pytest-asyncio)
 echo "$STAMP" > "$DIR/.stamp"

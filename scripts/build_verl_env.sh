@@ -6,7 +6,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/envs.sh"
 
 DIR="$ROOT/.venvs/verl"
-STAMP="$(cd "$ROOT" && cat pyproject.toml envs/bugfix_gym/pyproject.toml adapters/verl/pyproject.toml \
+STAMP="$(cd "$ROOT" && cat pyproject.toml envs/bugfix_gym/pyproject.toml models/tinyagent/pyproject.toml adapters/verl/pyproject.toml \
     scripts/envs.sh scripts/build_verl_env.sh | sha256sum | cut -c1-16)"
 
 if [ -f "$DIR/.stamp" ] && [ "$(cat "$DIR/.stamp")" = "$STAMP" ]; then
@@ -20,6 +20,6 @@ pip_quiet "$DIR/bin/python" "$TORCH_PIN"
 # verl pins transformers>=5.5.3,<5.11,!=5.6.0; main_ppo and the agent loop also import these.
 pip_quiet "$DIR/bin/python" "$TORCH_PIN" "verl==0.9.1" "transformers>=5.5.3,<5.11,!=5.6.0" \
     "ray[default]>=2.41" cachetools uvicorn fastapi "TransferQueue>=0.1.10" pyzmq msgspec pandas pyarrow
-(cd "$ROOT" && pip_quiet "$DIR/bin/python" "$TORCH_PIN" -e . -e envs/bugfix_gym -e adapters/verl \
+(cd "$ROOT" && pip_quiet "$DIR/bin/python" "$TORCH_PIN" -e ".[hf]" -e envs/bugfix_gym -e models/tinyagent -e adapters/verl \
     pytest pytest-asyncio)
 echo "$STAMP" > "$DIR/.stamp"

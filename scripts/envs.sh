@@ -17,7 +17,7 @@ ensure_env() {
     local name="$1"; shift
     local dir="$ROOT/.venvs/$name"
     local stamp
-    stamp="$(cd "$ROOT" && cat pyproject.toml envs/*/pyproject.toml adapters/*/pyproject.toml scripts/envs.sh \
+    stamp="$(cd "$ROOT" && cat pyproject.toml envs/*/pyproject.toml models/*/pyproject.toml adapters/*/pyproject.toml scripts/envs.sh \
         2>/dev/null | sha256sum | cut -c1-16) $*"
     if [ -f "$dir/.stamp" ] && [ "$(cat "$dir/.stamp")" = "$stamp" ]; then
         return 0
@@ -32,9 +32,9 @@ ensure_env() {
 }
 
 ensure_core_env() {
-    ensure_env core -e ".[test,report]" -e envs/bugfix_gym hatchling editables
+    ensure_env core -e ".[test,report,lint]" -e envs/bugfix_gym hatchling editables
 }
 
 ensure_trl_env() {
-    ensure_env trl -e ".[test,report]" -e envs/bugfix_gym -e adapters/trl hatchling editables
+    ensure_env trl -e ".[test,report,hf]" -e envs/bugfix_gym -e "models/tinyagent[warmstart]" -e adapters/trl hatchling editables
 }

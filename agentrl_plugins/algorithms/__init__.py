@@ -1,9 +1,8 @@
 """Pure-torch reference algorithms that the framework adapters are checked against."""
 
-from agentrl_plugins.algorithms.advantages import ESTIMATORS, dr_grpo, grpo, rloo
+from agentrl_plugins.algorithms.advantages import dr_grpo, grpo, rloo
 from agentrl_plugins.algorithms.aggregation import LOSS_AGG_MODES, aggregate_loss
 from agentrl_plugins.algorithms.corrections import (
-    CORRECTIONS,
     CorrectionResult,
     geometric_sequence_mask,
     icepop,
@@ -17,8 +16,6 @@ from agentrl_plugins.algorithms.policy_loss import SurrogateResult, clipped_surr
 
 __all__ = [
     "COMPACT_FILTER_REASONS",
-    "CORRECTIONS",
-    "ESTIMATORS",
     "LOSS_AGG_MODES",
     "LR_SCHEDULES",
     "TERMINATION_REASONS",

@@ -86,6 +86,3 @@ def rloo(
     with torch.no_grad():
         x, _, inv, n, out = _grouped(rewards, group_ids, valid, masked_in_baseline)
         return torch.where(out, x - (_group_sum(x, inv) - x) / (n - 1).clamp(min=1), 0.0)
-
-
-ESTIMATORS = {"grpo": grpo, "dr_grpo": dr_grpo, "rloo": rloo}

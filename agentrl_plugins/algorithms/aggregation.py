@@ -10,18 +10,32 @@ empties a row; hence no mapping constant.
 
 from __future__ import annotations
 
+from typing import Literal, cast, get_args
+
 import torch
 from torch import Tensor
 
 from agentrl_plugins.errors import did_you_mean
 
-LOSS_AGG_MODES = (
+LossAggregation = Literal[
     "token-mean",
     "token-sum",
     "seq-mean-token-sum",
     "seq-mean-token-mean",
     "seq-mean-token-sum-norm",
-)
+]
+LOSS_AGG_MODES: tuple[str, ...] = get_args(LossAggregation)
+
+
+TrainerDivisor = Literal["1", "B", "B/R"]
+
+
+def row_scale(trainer_divisor: TrainerDivisor, rows: int, nonempty_rows: int) -> float:
+    """The factor on the advantages that makes a trainer's loss denominator the core's, for one batch of ``rows``
+    rows of which ``nonempty_rows`` keep a loss token (the clipped surrogate is linear in a positive advantage
+    scale): ``"1"`` where the two agree, ``"B"`` where the trainer divides a token sum by all rows, ``"B/R"`` where
+    it divides a sequence mean by all rows and the core by the rows that keep a loss token."""
+    return {"1": 1.0, "B": float(rows), "B/R": rows / max(nonempty_rows, 1)}[trainer_divisor]
 
 
 def _safe_div(num: Tensor, den: Tensor) -> Tensor:
@@ -62,4 +76,4 @@ def aggregate_loss(
     if mode == "seq-mean-token-mean":
         return _safe_div(_safe_div(row_sums, counts).sum(), rows)
     loss = _safe_div(row_sums.sum(), rows)
-    return loss / norm_constant if mode == "seq-mean-token-sum-norm" else loss
+    return loss / cast(float, norm_constant) if mode == "seq-mean-token-sum-norm" else loss  # checked above

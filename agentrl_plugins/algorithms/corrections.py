@@ -130,11 +130,3 @@ def geometric_sequence_mask(
         kept = ((mean >= math.log(low)) & (mean <= math.log(high))).expand_as(on)
         return _result(mask, on, d, torch.ones_like(d), kept, torch.zeros_like(on))
 
-
-CORRECTIONS = {
-    "none": none,
-    "token_tis": token_tis,
-    "sequence_tis": sequence_tis,
-    "icepop": icepop,
-    "geometric_sequence_mask": geometric_sequence_mask,
-}

@@ -7,8 +7,10 @@ and ``cosine`` (a half cosine from ``optim.lr`` down to ``min_lr_ratio * optim.l
 from __future__ import annotations
 
 import math
+from typing import Literal, get_args
 
-LR_SCHEDULES = ("constant", "cosine")
+LrSchedule = Literal["constant", "cosine"]
+LR_SCHEDULES: tuple[str, ...] = get_args(LrSchedule)
 
 
 def lr_multiplier(schedule: str, updates_done: int, total_updates: int, min_lr_ratio: float = 0.0) -> float:

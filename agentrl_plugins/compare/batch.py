@@ -1,6 +1,6 @@
 """The parity exchange format: one JSON file in, one JSON file out per framework.
 
-The core writes the input; ``python -m agentrl_<framework>.parity IN OUT`` runs in the
+The core writes the input; ``python -m agentrl_plugins.compare.side FRAMEWORK IN OUT`` runs in the
 framework's environment and writes the output. Both are JSON objects; float64 values are
 written by Python's ``json`` (shortest round-trip repr), so nothing is lost in transit.
 B is the number of trajectories, T the padded response length.
@@ -84,7 +84,7 @@ class ParityBatch:
                 "old_logprobs": self.old_logprobs.tolist(), "logprobs": self.logprobs.tolist()}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "ParityBatch":
+    def from_dict(cls, data: dict[str, Any]) -> ParityBatch:
         return cls(seed=int(data["seed"]), rewards=_tensor(data["rewards"]),
                    group_ids=_tensor(data["group_ids"], torch.long), terminations=tuple(data["terminations"]),
                    hacked=_tensor(data["hacked"], torch.bool), response_mask=_tensor(data["response_mask"]),
@@ -124,7 +124,7 @@ class ParityResult:
                 "by_design": [{"overrides": d.overrides, "cause": d.cause} for d in self.by_design]}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "ParityResult":
+    def from_dict(cls, data: dict[str, Any]) -> ParityResult:
         _check_format(data, OUTPUT_FORMAT)
         return cls(framework=data["framework"], advantages=_tensor(data["advantages"]),
                    weights=_tensor(data["weights"]), loss=float(data["loss"]), gradient=_tensor(data["gradient"]),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import Optional
 
 import typer
 
@@ -42,7 +42,7 @@ def default_folder(recipes: list[str], override_items: list[str]) -> Path:
 
 
 def compare_command(
-    recipe_names: List[str] = typer.Argument(..., metavar="RECIPE..."),
+    recipe_names: list[str] = typer.Argument(..., metavar="RECIPE..."),
     frameworks: str = typer.Option("trl,verl,openrlhf", "--frameworks", "--framework",
                                    help="Comma-separated frameworks."),
     parity: bool = typer.Option(False, "--parity", help="Only the parity check: one recorded batch through each "
@@ -51,7 +51,7 @@ def compare_command(
                                                            "framework's real trainer, per seed."),
     seeds: str = typer.Option("0,1,2", help="Comma-separated training seeds of the learning comparison."),
     model: Optional[str] = typer.Option(None, help="A local Hugging Face causal LM instead of TinyAgent (learning)."),
-    overrides: Optional[List[str]] = typer.Option(None, "-o", "--override", help="Override a recipe key."),
+    overrides: Optional[list[str]] = typer.Option(None, "-o", "--override", help="Override a recipe key."),
     profile: Optional[str] = typer.Option(None, help="Apply one of the recipe's profiles (parity)."),
     seed: Optional[int] = typer.Option(None, help="Seed of the recorded batch (default: the recipe's train.seed)."),
     out: Optional[Path] = typer.Option(None, help="Output folder (default runs/compare-RECIPE[-vs-RECIPE][-HASH])."),

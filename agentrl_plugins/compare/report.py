@@ -10,7 +10,7 @@ from typing import Sequence
 
 from agentrl_plugins.algorithm import RecipeAlgorithm
 from agentrl_plugins.compare.batch import ParityBatch, ParityResult
-from agentrl_plugins.compare.record import LIMITS, RAMBLER_LIMITS
+from agentrl_plugins.compare.record import LIMITS
 from agentrl_plugins.compare.runner import FrameworkEnv
 from agentrl_plugins.compare.table import TOLERANCE, ParityTable, differences_markdown, markdown
 from agentrl_plugins.recipe_schema import Recipe
@@ -50,8 +50,8 @@ def batch_summary(recipe: Recipe, batch: ParityBatch) -> str:
         f"- update ratio exp(logprobs - old_logprobs): below {low:g} on {(ratio < low).float().mean().item():.1%} "
         f"of policy tokens, above {high:g} on {(ratio > high).float().mean().item():.1%}, above the dual clip "
         f"{recipe.loss.clip_c} on {(ratio > (recipe.loss.clip_c or float('inf'))).float().mean().item():.1%}",
-        f"- recorded with {LIMITS} (the rambler policy with max_context_tokens="
-        f"{RAMBLER_LIMITS.max_context_tokens}), ByteChatTokenizer, scripted BugFix-gym policies",
+        f"- recorded with {LIMITS} (episodes the environment scripts to be truncated get a smaller "
+        f"max_context_tokens), ByteChatTokenizer, the scripted policies of environment {recipe.environment.name!r}",
     ])
 
 
@@ -95,7 +95,7 @@ def plot(table: ParityTable, out: Path) -> Path | None:
 def write_report(run: ParityRun, folder: Path) -> Path:
     """``folder/report.md`` and ``folder/parity.png``; returns the report's path."""
     picture = plot(run.table, folder / "parity.png")
-    verdict = ("every exact component agrees within {:g}".format(TOLERANCE) if not run.table.mismatches else
+    verdict = (f"every exact component agrees within {TOLERANCE:g}" if not run.table.mismatches else
                f"{len(run.table.mismatches)} MISMATCH row(s) beyond {TOLERANCE:g}")
     overrides = ", ".join(f"{k}={v}" for k, v in run.overrides.items()) or "none"
     versions = "\n".join(f"- {r.framework}: " + ", ".join(f"{k} {v}" for k, v in r.versions.items())

@@ -1,8 +1,9 @@
-"""What every framework's parity module shares: the command line, the mapping rows and the gradient.
+"""One framework's side of a parity run, and what every adapter's side shares (mapping rows, the gradient).
 
-An adapter's ``parity`` module defines ``compute(recipe, batch) -> ParityResult`` with its
-framework's own code and ends with ``main(compute)``; the core runs it as
-``python -m agentrl_<framework>.parity IN OUT`` (see :mod:`agentrl_plugins.compare.batch`).
+An adapter registers ``Adapter(..., parity=loader)``; ``loader()`` returns
+``compute(recipe, batch) -> ParityResult`` built on its framework's own code. The core runs
+``PYTHON -m agentrl_plugins.compare.side FRAMEWORK IN OUT`` in that framework's environment (see
+:mod:`agentrl_plugins.compare.batch`), which finds the adapter by name in that environment's registry.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib.metadata
+import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -45,12 +47,44 @@ def gradient(loss: Tensor, logprobs: Tensor) -> Tensor:
     return grad.detach()
 
 
-def main(compute: Compute, argv: Sequence[str] | None = None) -> None:
-    """``python -m agentrl_<framework>.parity IN OUT``: read the batch, compute, write the result."""
+NO_ADAPTER_EXIT = 3
+"""The side's exit status when this environment has no adapter (or no parity side) for the framework."""
+
+
+def parity_compute(framework: str, plugin_manager: Any = None) -> Compute:
+    """The registered adapter's parity side; :class:`SideUnavailable` when this environment has none."""
+    from agentrl_plugins.plugins import get_plugin_manager
+
+    registry = (plugin_manager or get_plugin_manager()).registry("adapter")
+    if framework not in registry:
+        raise SideUnavailable(f"no adapter named {framework!r} is registered in this environment "
+                              f"({sys.executable}; registered: {', '.join(registry.names()) or 'none'})")
+    record = registry.get(framework)
+    if record.parity is None:
+        raise SideUnavailable(f"adapter {framework!r} ({registry.entry(framework).distribution}) has no parity side")
+    return record.parity()
+
+
+class SideUnavailable(Exception):
+    """This environment cannot compute the framework's side."""
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m agentrl_plugins.compare.side FRAMEWORK IN OUT``: read the batch, compute, write the result."""
     parser = argparse.ArgumentParser(description="One framework's side of `agentrl compare --parity`.")
+    parser.add_argument("framework", help="the adapter's registered name")
     parser.add_argument("input", type=Path, help="parity input JSON (agentrl_plugins.compare.batch)")
     parser.add_argument("output", type=Path, help="where to write this framework's parity output JSON")
     args = parser.parse_args(argv)
+    try:
+        compute = parity_compute(args.framework)
+    except SideUnavailable as error:
+        print(error, file=sys.stderr)
+        raise SystemExit(NO_ADAPTER_EXIT) from None
     torch.set_num_threads(1)
     recipe, batch = read_input(args.input)
     write_result(args.output, compute(recipe, batch))
+
+
+if __name__ == "__main__":
+    main()

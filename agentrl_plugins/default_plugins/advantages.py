@@ -9,4 +9,5 @@ from agentrl_plugins.hookspecs import hookimpl
 def agentrl_register_advantages(register):
     register(AdvantageEstimator("grpo", advantages.grpo, "Group mean baseline divided by the group std (GRPO)."))
     register(AdvantageEstimator("dr_grpo", advantages.dr_grpo, "Group mean baseline, no std division (Dr. GRPO)."))
-    register(AdvantageEstimator("rloo", advantages.rloo, "Leave-one-out baseline: the mean of the other samples (RLOO)."))
+    register(AdvantageEstimator("rloo", advantages.rloo,
+                                "Leave-one-out baseline: the mean of the other samples (RLOO)."))

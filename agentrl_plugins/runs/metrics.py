@@ -29,7 +29,7 @@ class StepMetrics:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, row: dict) -> "StepMetrics":
+    def from_dict(cls, row: dict) -> StepMetrics:
         return cls(**{f.name: row[f.name] for f in fields(cls)})
 
 

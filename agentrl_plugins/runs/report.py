@@ -45,7 +45,8 @@ def plot_curves(runs: dict[str, list[StepMetrics]], out: Path) -> Path:
 
 
 def _table(rows: Sequence[StepMetrics]) -> str:
-    header = "| step | train reward | held-out pass@1 | hacked | filtered | clip | IS-capped | entropy | policy tokens | s |"
+    header = ("| step | train reward | held-out pass@1 | hacked | filtered | clip | IS-capped | entropy "
+              "| policy tokens | s |")
     lines = [header, "|" + "---|" * 10]
     for r in rows:
         cells = [r.train_reward, r.heldout_pass1, r.hacked_fraction, r.filtered_fraction, r.clip_fraction,

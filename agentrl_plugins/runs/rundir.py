@@ -18,8 +18,8 @@ from agentrl_plugins.recipe import build_recipe, recipe_to_dict
 from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.runs.metrics import StepMetrics
 
-PACKAGES = ("agentrl-plugins", "agentrl-bugfix-gym", "agentrl-trl", "agentrl-verl", "agentrl-openrlhf", "torch",
-            "transformers", "trl", "verl", "openrlhf", "peft", "accelerate")
+LIBRARIES = ("torch", "transformers", "trl", "verl", "openrlhf", "peft", "accelerate", "deepspeed", "ray")
+"""Libraries that decide a run's numbers besides the plugins' own distributions."""
 
 
 def _without_none(value: Any) -> Any:
@@ -30,8 +30,14 @@ def _without_none(value: Any) -> Any:
     return value
 
 
-def package_versions(names: Iterable[str] = PACKAGES) -> dict[str, str]:
-    """Installed versions of the packages that decide a run's numbers."""
+def package_versions(names: Iterable[str] | None = None) -> dict[str, str]:
+    """Installed versions of the packages that decide a run's numbers: every plugin's distribution, and
+    :data:`LIBRARIES` (or ``names``)."""
+    if names is None:
+        from agentrl_plugins.plugins import get_plugin_manager
+
+        plugins = {info.distribution for info in get_plugin_manager().plugin_table() if info.status == "ok"}
+        names = sorted(plugins) + list(LIBRARIES)
     versions = {"python": platform.python_version()}
     for name in names:
         try:
@@ -48,7 +54,7 @@ class RunDir:
     path: Path
 
     @classmethod
-    def default(cls, recipe: Recipe, framework: str, root: Path = Path("runs")) -> "RunDir":
+    def default(cls, recipe: Recipe, framework: str, root: Path = Path("runs")) -> RunDir:
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
         return cls(root / f"{recipe.name}-{framework}-seed{recipe.train.seed}-{stamp}")
 

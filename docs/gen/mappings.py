@@ -22,10 +22,15 @@ def mapping_tables(framework: str) -> dict[str, Any]:
     manager = get_plugin_manager()
     adapter = manager.get("adapter", framework).factory()
     recipes = [entry.record.name for entry in manager.registry("recipe") if entry.distribution == CORE_DISTRIBUTION]
+    distribution = manager.registry("adapter").entry(framework).distribution
+    try:
+        version = importlib.metadata.version(framework)
+    except importlib.metadata.PackageNotFoundError:  # a framework not published under its adapter's name
+        version = f"(adapter {importlib.metadata.version(distribution)})"
     return {
         "framework": framework,
-        "version": importlib.metadata.version(framework),
-        "adapter": manager.registry("adapter").entry(framework).distribution,
+        "version": version,
+        "adapter": distribution,
         "recipes": {name: [dataclasses.asdict(row) for row in adapter.describe(load_recipe(name)).mappings]
                     for name in recipes},
     }

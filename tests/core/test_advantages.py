@@ -7,13 +7,16 @@ import torch
 
 from agentrl_plugins.algorithms import (
     COMPACT_FILTER_REASONS,
-    ESTIMATORS,
     compact_filter,
     dr_grpo,
     grpo,
     rloo,
 )
+from agentrl_plugins.plugins import PluginManager
 
+ESTIMATORS = {entry.record.name: entry.record.compute
+              for entry in PluginManager(load_entry_points=False).registry("advantage")}
+"""The core's built-in estimators, as its default plugin registers them."""
 DTYPES = [torch.float32, torch.float64]
 STD_1001 = math.sqrt(1 / 3)  # unbiased std of [1, 0, 0, 1]
 

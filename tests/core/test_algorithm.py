@@ -28,7 +28,8 @@ def test_deepswe_masks_filtered_episodes_but_keeps_them_in_the_baseline():
     assert torch.allclose(result.values, torch.tensor([1.0, -1 / 3, 0.0, -1 / 3]))
     assert result.filtered_fraction == 0.25
     excluded = algorithm("deepswe_grpopp", **{"advantage.masked_in_baseline": False})
-    assert torch.allclose(excluded.advantages(rewards, groups, terminations).values, torch.tensor([1.0, -0.5, 0.0, -0.5]))
+    assert torch.allclose(excluded.advantages(rewards, groups, terminations).values,
+                          torch.tensor([1.0, -0.5, 0.0, -0.5]))
 
 
 def test_grpo_recipe_does_not_filter():
@@ -40,7 +41,8 @@ def test_correction_receives_the_recipe_parameters():
     learner = torch.tensor([[math.log(3.0), 0.0]])
     sampler = torch.zeros(1, 2)
     mask = torch.ones(1, 2)
-    capped = algorithm("grpo", **{"correction.name": "token_tis", "correction.cap": 1.5}).correct(learner, sampler, mask)
+    capped = algorithm("grpo", **{"correction.name": "token_tis",
+                                  "correction.cap": 1.5}).correct(learner, sampler, mask)
     assert torch.allclose(capped.weights, torch.tensor([[1.5, 1.0]]))
     band = algorithm("grpo", **{"correction.name": "icepop", "correction.high": 2.0}).correct(learner, sampler, mask)
     assert band.weights.tolist() == [[0.0, 1.0]] and band.metrics["masked_fraction"] == 0.5

@@ -11,8 +11,15 @@ import torch
 from typer.testing import CliRunner
 
 from agentrl_plugins.cli import build_app
-from agentrl_plugins.compare.batch import (ByDesign, ParityFormatError, ParityResult, read_input, read_result,
-                                           write_input, write_result)
+from agentrl_plugins.compare.batch import (
+    ByDesign,
+    ParityFormatError,
+    ParityResult,
+    read_input,
+    read_result,
+    write_input,
+    write_result,
+)
 from agentrl_plugins.compare.record import record_batch
 from agentrl_plugins.compare.reference import reference
 from agentrl_plugins.compare.report import ParityRun, write_report
@@ -63,7 +70,8 @@ def test_input_and_output_files_round_trip_exactly(tmp_path, batch):
         assert torch.equal(getattr(read_batch, name), getattr(batch, name)), name
     result = as_framework(reference(recipe, batch), "verl", [ByDesign({"loss.clip_c": None}, "why")])
     back = read_result(write_result(tmp_path / "out.json", result))
-    assert back.loss == result.loss and torch.equal(back.gradient, result.gradient) and back.by_design == result.by_design
+    assert (back.loss == result.loss and torch.equal(back.gradient, result.gradient)
+            and back.by_design == result.by_design)
 
 
 def test_a_file_in_another_format_is_a_clear_error(tmp_path):

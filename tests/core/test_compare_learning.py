@@ -9,8 +9,16 @@ from __future__ import annotations
 import pytest
 
 from agentrl_plugins.compare.command import default_folder
-from agentrl_plugins.compare.learning import (Arm, ArmResult, arm_summary, check_budgets, flags, mean_curves,
-                                              plan_arms, train_seed)
+from agentrl_plugins.compare.learning import (
+    Arm,
+    ArmResult,
+    arm_summary,
+    check_budgets,
+    flags,
+    mean_curves,
+    plan_arms,
+    train_seed,
+)
 from agentrl_plugins.compare.learning_report import write_learning_report
 from agentrl_plugins.compare.runner import FrameworkEnv
 from agentrl_plugins.errors import AgentRLError, UnknownNameError

@@ -7,14 +7,17 @@ import pytest
 import torch
 
 from agentrl_plugins.algorithms import (
-    CORRECTIONS,
     geometric_sequence_mask,
     icepop,
     none,
     sequence_tis,
     token_tis,
 )
+from agentrl_plugins.plugins import PluginManager
 
+CORRECTIONS = {entry.record.name: entry.record.compute
+               for entry in PluginManager(load_entry_points=False).registry("correction")}
+"""The core's built-in corrections, as its default plugin registers them."""
 DTYPES = [torch.float32, torch.float64]
 ln = math.log
 

@@ -47,4 +47,20 @@ def test_every_hook_is_implemented_by_a_test_plugin():
     sources = "\n".join(path.read_text() for path in TESTS.rglob("*.py") if path != Path(__file__))
     missing = [name for name in hook_names() if f"def {name}(" not in sources]
     assert not missing, f"hooks no test implements: {missing}"
-    assert len(hook_names()) == 9
+    assert len(hook_names()) == 10
+
+
+def test_the_contract_version_is_in_the_changelog_and_the_hook_reference():
+    import agentrl_plugins
+
+    version = hookspecs.HOOK_CONTRACT_VERSION
+    assert agentrl_plugins.HOOK_CONTRACT_VERSION == version
+    assert f"(hook contract {version})" in (TESTS.parent / "CHANGELOG.md").read_text()
+    assert f"`agentrl_plugins.HOOK_CONTRACT_VERSION` is `{version}`" in HOOK_REFERENCE.read_text()
+
+
+def test_every_hook_argument_is_typed():
+    untyped = [(name, argument) for name in hook_names()
+               for argument, parameter in inspect.signature(getattr(hookspecs, name)).parameters.items()
+               if parameter.annotation is inspect.Parameter.empty]
+    assert untyped == []

@@ -106,6 +106,27 @@ def test_hook_implementations_are_validated_at_load(fake_distribution):
     assert "v" not in manager.registry("verifier")
 
 
+def test_a_plugin_whose_second_registration_hook_raises_registers_nothing(fake_distribution):
+    fake_distribution("fake-half", {"half": """
+        from agentrl_plugins import hookimpl
+        from agentrl_plugins.components import AdvantageEstimator
+
+        @hookimpl
+        def agentrl_register_advantages(register):
+            register(AdvantageEstimator("half_first", lambda *a, **k: None, "Registered before the failure."))
+
+        @hookimpl
+        def agentrl_register_verifiers(register):
+            raise RuntimeError("verifier table missing")
+    """, "good": EXTRA_ESTIMATOR})
+    manager = PluginManager()
+    assert "half_first" not in manager.registry("advantage") and "zero" in manager.registry("advantage")
+    info = {info.name: info for info in manager.plugin_table()}["half"]
+    assert info.status == "broken"
+    assert "agentrl_register_verifiers failed, so none of its components is registered" in info.error
+    assert "verifier table missing" in info.error
+
+
 def test_allowlist_and_blocklist_environment_variables(fake_distribution, monkeypatch):
     fake_distribution("fake-pair", {"first": EXTRA_ESTIMATOR, "second": EXTRA_ESTIMATOR.replace('"zero"', '"nil"')})
     monkeypatch.setenv("AGENTRL_PLUGINS", "first")

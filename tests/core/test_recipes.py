@@ -128,3 +128,13 @@ def test_recipes_ship_inside_the_wheel(tmp_path, request):
     names = zipfile.ZipFile(wheel).namelist()
     for name in SHIPPED:
         assert f"agentrl_plugins/recipes/{name}.toml" in names
+
+
+def test_the_schema_names_no_component_so_a_runnable_recipe_must(tmp_path):
+    bare = build_recipe({"name": "bare", "description": "d"})
+    assert (bare.environment.name, bare.verifier.names, bare.train.model) == ("", [], "")
+    (tmp_path / "bare.toml").write_text('name = "bare"\ndescription = "d"\n[verifier]\nnames = ["v"]\n'
+                                        '[train]\nmodel = "m"\n')
+    with pytest.raises(RecipeError, match=r"environment.name must name an environment; .*extends = \"grpo\""):
+        load_recipe(str(tmp_path / "bare.toml"))
+    assert load_recipe("grpo").environment.name == "bugfix"

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import sysconfig
 import textwrap
-import venv
 from pathlib import Path
 
 import pytest
+
+from agentrl_plugins.testing import fresh_environment
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "agentrl-demo-plugin"
 USE_BY_NAME = textwrap.dedent("""
@@ -40,15 +40,7 @@ USE_BY_NAME = textwrap.dedent("""
 @pytest.fixture(scope="module")
 def fresh_python(tmp_path_factory) -> Path:
     """A new virtual environment that sees the core's environment, with the demo plugin pip-installed."""
-    root = tmp_path_factory.mktemp("fresh-env")
-    venv.create(root, with_pip=True)
-    python = root / "bin" / "python"
-    site_packages = Path(subprocess.check_output(
-        [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], text=True).strip())
-    (site_packages / "core_env.pth").write_text(f"import site; site.addsitedir({sysconfig.get_path('purelib')!r})\n")
-    subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", str(FIXTURE)],
-                   check=True)
-    return python
+    return fresh_environment(tmp_path_factory.mktemp("fresh-env"), FIXTURE)
 
 
 def test_the_fixture_is_not_visible_to_the_test_environment_itself():
@@ -62,7 +54,7 @@ def test_installed_plugin_appears_in_agentrl_plugins(fresh_python):
                                         capture_output=True, text=True, check=True).stdout)
     demo = {(row["kind"], row["name"]) for row in listing if row["distribution"] == "agentrl-demo-plugin"}
     assert demo == {("environment", "guess"), ("verifier", "exact_guess"), ("advantage", "half_baseline"),
-                    ("recipe", "demo_guess")}
+                    ("recipe", "demo_guess"), ("model", "demo_tiny")}
     assert all(row["status"] == "ok" for row in listing)
 
 
@@ -71,3 +63,29 @@ def test_installed_plugin_components_are_usable_by_name_from_a_recipe(fresh_pyth
     numbers = json.loads(result.stdout)
     assert numbers["rewards"] == [1.0, 0.0, 1.0, 0.0]
     assert numbers["advantages"] == [0.25, -0.25, 0.25, -0.25]
+
+
+RESOLVE = textwrap.dedent("""
+    import json, sys
+    from agentrl_plugins.models import run_model
+    from agentrl_plugins.recipe import load_recipe
+
+    recipe = load_recipe("demo_guess", {"train.model": "demo_tiny", "train.seed": 3})
+    named = run_model(recipe, None, prepare=False)
+    existed = named.exists()
+    built = run_model(recipe, None, prepare=True)
+    local = run_model(recipe, sys.argv[1], prepare=True)
+    print(json.dumps({"named": str(named), "existed": existed, "built": str(built),
+                      "config": json.loads((built / "config.json").read_text()), "local": str(local)}))
+""")
+
+
+def test_a_registered_model_resolves_by_name_and_a_local_folder_by_path(fresh_python, tmp_path):
+    local = tmp_path / "my-model"
+    local.mkdir()
+    done = subprocess.run([fresh_python, "-c", RESOLVE, str(local)], capture_output=True, text=True, check=True,
+                          env={"AGENTRL_CACHE": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"})
+    resolved = json.loads(done.stdout)
+    assert resolved["named"] == resolved["built"] == str(tmp_path / "cache" / "demo-tiny-seed3")
+    assert resolved["existed"] is False and resolved["config"] == {"model_type": "demo", "seed": 3}
+    assert resolved["local"] == str(local)

@@ -11,6 +11,7 @@ from agentrl_plugins.plugins import PluginManager
 from agentrl_plugins.testing import ByteChatTokenizer, ScriptedGenerate
 from agentrl_plugins.types import Limits
 from agentrl_plugins.verifiers import build_verifier
+
 from bugfix_gym import policies
 from bugfix_gym.env import BugFixGym
 from bugfix_gym.grammar import format_call, parse_call

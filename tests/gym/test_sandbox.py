@@ -48,7 +48,8 @@ HOSTILE = {
     "exit_at_import": ("import sys\nsys.exit(0)\n", "load_error", "SystemExit"),
     "spams_result_pipe": (
         "import os\ndef f():\n    while True:\n        for fd in range(3, 32):\n"
-        "            try:\n                os.write(fd, b'x' * 65536)\n            except OSError:\n                pass\n",
+        "            try:\n                os.write(fd, b'x' * 65536)\n"
+        "            except OSError:\n                pass\n",
         "crashed",
         "output",
     ),
@@ -391,7 +392,8 @@ def _signal_worker_mid_run(box, worker, sig):
     return outcome["result"], time.monotonic() - start
 
 
-@pytest.mark.parametrize(("sig", "budget_s"), [(signal.SIGKILL, 1.0), (signal.SIGSTOP, 0.5 + 2.0)], ids=["dies", "hangs"])
+@pytest.mark.parametrize(("sig", "budget_s"), [(signal.SIGKILL, 1.0), (signal.SIGSTOP, 0.5 + 2.0)],
+                         ids=["dies", "hangs"])
 def test_failed_worker_is_reported_and_replaced(sig, budget_s):
     before = worker_pids()
     with Sandbox(workers=1, timeout_s=0.5) as box:

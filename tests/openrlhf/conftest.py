@@ -19,15 +19,15 @@ from typing import Any
 import pytest
 import torch
 
+from agentrl_plugins.hf_sampler import HFGenerator
 from agentrl_plugins.recipe import load_recipe
 from agentrl_plugins.runs.rundir import RunDir
-from agentrl_plugins.tinyagent.generate import HFGenerator
-from agentrl_plugins.tinyagent.model import build_model
-from agentrl_plugins.tinyagent.tokenizer import build_tokenizer
 from agentrl_plugins.types import Sampling
 
 from agentrl_openrlhf.cpu import SHIMS
 from agentrl_openrlhf.recipe_env import RECIPE_ENV
+from agentrl_tinyagent.model import build_model
+from agentrl_tinyagent.tokenizer import build_tokenizer
 from bugfix_gym.families import FAMILIES
 
 STUBBED = [name for name in ("vllm", "flash_attn") if importlib.util.find_spec(name) is None]

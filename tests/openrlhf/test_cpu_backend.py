@@ -12,7 +12,6 @@ import pytest
 import torch
 
 from agentrl_plugins.errors import UnknownNameError
-from agentrl_plugins.tinyagent.model import build_model
 
 from agentrl_openrlhf.cpu import BACKEND_ENV, choose_backend
 from agentrl_openrlhf.cpu import patches as cpu_patches
@@ -20,6 +19,7 @@ from agentrl_openrlhf.cpu.weight_sync import GlooBroadcastGroup
 from agentrl_openrlhf.cpu.weights import weights_digest
 from agentrl_openrlhf.patches import PatchError
 from agentrl_openrlhf.recipe_env import RUN_DIR_ENV
+from agentrl_tinyagent.model import build_model
 
 
 def test_every_patched_call_site_reads_as_in_openrlhf_0_11_2():

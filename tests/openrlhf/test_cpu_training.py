@@ -23,11 +23,11 @@ from transformers import AutoModelForCausalLM
 
 from agentrl_plugins.algorithms import lr_multiplier
 from agentrl_plugins.runs.rundir import RunDir
-from agentrl_plugins.tinyagent.model import build_model
 
 from agentrl_openrlhf.cpu import BACKEND_ENV
 from agentrl_openrlhf.cpu.weights import weights_digest
 from agentrl_openrlhf.recorder import STEPS_FILE
+from agentrl_tinyagent.model import build_model
 
 OVERRIDES = {"train.steps": 2, "train.eval_every": 1, "train.eval_episodes_per_task": 1, "rollout.group_size": 4,
              "rollout.tasks_per_step": 2, "rollout.max_turns": 4, "rollout.max_context_tokens": 520,

@@ -13,7 +13,7 @@ import pytest
 import torch
 from conftest import STUBBED
 
-from agentrl_plugins.tinyagent.model import ModelSize, build_model
+from agentrl_tinyagent.model import ModelSize, build_model
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
               pytest.mark.skipif(bool(STUBBED), reason=f"needs the real {' and '.join(STUBBED)}")]

@@ -16,13 +16,13 @@ from agentrl_plugins.adapter import RunOptions
 from agentrl_plugins.cli import build_app
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.recipe import load_recipe
-from agentrl_plugins.tinyagent.model import build_model
 
 from agentrl_openrlhf.adapter import OpenRLHFAdapter
 from agentrl_openrlhf.config import CLI_MODULE, RUNTIME_ENV_HOOK
 from agentrl_openrlhf.cpu import BACKEND_ENV, SHIMS
 from agentrl_openrlhf.recipe_env import RECIPE_ENV, RUN_DIR_ENV
 from agentrl_openrlhf.shipped import AGENT_EXECUTOR
+from agentrl_tinyagent.model import build_model
 
 DEEPSWE_STATUS = {
     "advantage.estimator": "native", "advantage.masked_in_baseline": "native", "loss.aggregation": "patched",
@@ -120,7 +120,7 @@ def test_a_missing_model_folder_is_a_clear_error(tmp_path):
 
 
 def test_tinyagent_comes_from_the_warm_start_cache_or_a_clear_error(tmp_path, monkeypatch, tokenizer):
-    from agentrl_plugins.tinyagent.warmstart import model_path
+    from agentrl_tinyagent.warmstart import model_path
 
     monkeypatch.setenv("AGENTRL_CACHE", str(tmp_path / "cache"))
     with pytest.raises(AgentRLError, match=r"warm start is not in the cache .*built with TRL.*--model DIR"):

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from bugfix_gym.env import BugFixGym
 
-from agentrl_plugins.tinyagent import build_model, build_tokenizer, load_tinyagent, warm_start
-from agentrl_plugins.tinyagent.warmstart import cache_root
+from agentrl_tinyagent import build_model, build_tokenizer, load_tinyagent, warm_start
+from agentrl_tinyagent.warmstart import cache_root
+from bugfix_gym.env import BugFixGym
 
 
 @pytest.fixture(scope="session")

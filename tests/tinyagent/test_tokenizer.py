@@ -1,4 +1,5 @@
-"""The TinyAgent tokenizer: exact round-trips of every gym text, one-token newlines, a chat template the runner can use."""
+"""The TinyAgent tokenizer: exact round-trips of every gym text, one-token newlines, a chat template the runner can
+use."""
 
 from __future__ import annotations
 
@@ -6,13 +7,14 @@ import subprocess
 import sys
 
 import pytest
-from bugfix_gym.env import SYSTEM_PROMPT, task_prompt
-from bugfix_gym.families import FAMILIES
-from bugfix_gym.grammar import MALFORMED_MESSAGE, format_call
 from transformers import AutoTokenizer
 
 from agentrl_plugins.chat import ChatCodec, template_ids
-from agentrl_plugins.tinyagent import build_model
+
+from agentrl_tinyagent import build_model
+from bugfix_gym.env import SYSTEM_PROMPT, task_prompt
+from bugfix_gym.families import FAMILIES
+from bugfix_gym.grammar import MALFORMED_MESSAGE, format_call
 
 
 def gym_texts(gym) -> list[str]:

@@ -6,16 +6,17 @@ import asyncio
 
 import pytest
 import torch
-from bugfix_gym import policies
-from bugfix_gym.grammar import parse_call
-from bugfix_gym.verifiers import hidden_tests
 from transformers import Qwen2ForCausalLM
 
 from agentrl_plugins.episode import run_episode, run_episodes
+from agentrl_plugins.hf_sampler import HFGenerator
 from agentrl_plugins.testing import ScriptedGenerate
-from agentrl_plugins.tinyagent import HFGenerator, WarmStartSettings, load_tinyagent, pass_at_1, warm_start
-from agentrl_plugins.tinyagent import warmstart
 from agentrl_plugins.types import Limits
+
+from agentrl_tinyagent import WarmStartSettings, load_tinyagent, pass_at_1, warm_start, warmstart
+from bugfix_gym import policies
+from bugfix_gym.grammar import parse_call
+from bugfix_gym.verifiers import hidden_tests
 
 QUICK = WarmStartSettings(max_steps=3, batch_size=2)
 
@@ -118,7 +119,8 @@ async def test_a_step_of_concurrent_episodes_batches_its_turns(warm, gym):
     played = await run_episodes(gym, gym.tasks("held_out"), sampler, tokenizer, limits, group_size=8,
                                 verifier=hidden_tests)
     turns = sum(len(t.turn_spans) for t in played)
-    print(f"{len(played)} episodes, {turns} turns: {sampler.forward_passes} forward passes in {sampler.batches} batches")
+    print(f"{len(played)} episodes, {turns} turns: {sampler.forward_passes} forward passes in "
+          f"{sampler.batches} batches")
     assert sampler.forward_passes <= limits.max_turns * limits.max_new_tokens_per_turn * 2
     assert sampler.batches < turns / 4
 

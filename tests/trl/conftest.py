@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 import torch
 
-from agentrl_plugins.tinyagent.model import build_model
-from agentrl_plugins.tinyagent.tokenizer import build_tokenizer
 from agentrl_plugins.types import Generation, Sampling
+
+from agentrl_tinyagent.model import build_model
+from agentrl_tinyagent.tokenizer import build_tokenizer
 from bugfix_gym.families import FAMILIES
 
 ISSUES = {family.name: family.issue for family in FAMILIES}

@@ -8,6 +8,7 @@ from trl import GRPOTrainer
 from agentrl_plugins.compare.record import record_batch
 from agentrl_plugins.compare.table import parity_table
 from agentrl_plugins.recipe import load_recipe
+
 from agentrl_trl.parity import compute
 
 VARIANTS = [

@@ -11,15 +11,15 @@ import json
 import pytest
 import torch
 from conftest import LOG3
+from transformers import Qwen2ForCausalLM, TrainerCallback
 
+from agentrl_plugins.adapter import RunOptions
 from agentrl_plugins.algorithms import aggregate_loss, clipped_surrogate, lr_multiplier, rloo
 from agentrl_plugins.recipe import load_recipe
 from agentrl_plugins.runs.rundir import RunDir
-from transformers import Qwen2ForCausalLM, TrainerCallback
 
 import agentrl_trl.runner as runner
-from agentrl_plugins.adapter import RunOptions
-from agentrl_plugins.tinyagent.model import build_model
+from agentrl_tinyagent.model import build_model
 from agentrl_trl.rollout import step_seed
 from agentrl_trl.runner import build_trainer
 from bugfix_gym import policies

@@ -19,8 +19,9 @@ from verl import DataProto
 from verl.workers.rollout.replica import TokenOutput
 
 from agentrl_plugins.recipe_schema import Recipe
-from agentrl_plugins.tinyagent.model import build_model
-from agentrl_plugins.tinyagent.tokenizer import build_tokenizer
+
+from agentrl_tinyagent.model import build_model
+from agentrl_tinyagent.tokenizer import build_tokenizer
 from agentrl_verl.config import LaunchPaths, command, describe
 from bugfix_gym.families import FAMILIES
 

@@ -17,6 +17,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 
 from agentrl_plugins.recipe import load_recipe
 from agentrl_plugins.recipe_schema import EnvironmentSection
+
 from agentrl_verl.config import LaunchPaths
 from agentrl_verl.dataset import task_rows
 from bugfix_gym import policies
@@ -31,7 +32,7 @@ def run_rows(model_dir, tmp_path, server, families, **overrides):
     recipe = load_recipe("deepswe_grpopp", overrides, "laptop")
     config = verl_config(recipe, LaunchPaths(str(model_dir), tmp_path),
                          ["actor_rollout_ref.rollout.calculate_log_probs=true"])
-    rows = {row["extra_info"]["task_id"]: row for row in task_rows(EnvironmentSection())}
+    rows = {row["extra_info"]["task_id"]: row for row in task_rows(EnvironmentSection(name="bugfix"))}
     worker = AgentLoopWorker(config, llm_client=server)
     return asyncio.run(worker.generate_sequences(rows_batch([rows[name] for name in families])))
 
@@ -94,6 +95,6 @@ def test_an_episode_longer_than_verls_buffers_is_a_clear_error(model_dir, tmp_pa
     server = FakeServerManager(model, tokenizer, scripts=SCRIPTS)
     recipe = load_recipe("deepswe_grpopp", {}, "laptop")
     config = verl_config(recipe, LaunchPaths(str(model_dir), tmp_path), ["data.max_response_length=8"])
-    rows = [row for row in task_rows(EnvironmentSection()) if row["extra_info"]["task_id"] == "clamp"]
+    rows = [row for row in task_rows(EnvironmentSection(name="bugfix")) if row["extra_info"]["task_id"] == "clamp"]
     with pytest.raises(ValueError, match="data.max_response_length"):
         asyncio.run(AgentLoopWorker(config, llm_client=server).generate_sequences(rows_batch(rows)))

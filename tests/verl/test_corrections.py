@@ -6,14 +6,15 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 from verl import DataProto
+from verl.trainer.config.algorithm import RolloutCorrectionConfig
 from verl.trainer.ppo.core_algos import get_policy_loss_fn
 from verl.trainer.ppo.rollout_corr_helper import compute_rollout_correction_and_add_to_batch
-from verl.trainer.config.algorithm import RolloutCorrectionConfig
 from verl.workers.config import ActorConfig, PolicyLossConfig
 
 from agentrl_plugins.algorithm import RecipeAlgorithm
 from agentrl_plugins.algorithms import aggregate_loss, clipped_surrogate
 from agentrl_plugins.recipe import build_recipe, load_recipe
+
 from agentrl_verl.config import NO_DUAL_CLIP, correction_overrides
 from agentrl_verl.names import RAW_RATIO_THRESHOLD
 

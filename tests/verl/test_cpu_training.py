@@ -29,6 +29,7 @@ from transformers import AutoModelForCausalLM
 
 from agentrl_plugins.algorithms import lr_multiplier
 from agentrl_plugins.runs.rundir import RunDir
+
 from agentrl_verl.episodes import EpisodeRecord, read_episodes
 from agentrl_verl.recorder import EPISODES_FILE, verl_metrics
 

@@ -8,6 +8,7 @@ from typer.testing import CliRunner
 from verl.utils.dataset.rl_dataset import RLHFDataset
 
 from agentrl_plugins.cli import build_app
+
 from bugfix_gym.families import FAMILIES
 
 ISSUES = {family.name: family.issue for family in FAMILIES}

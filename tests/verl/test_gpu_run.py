@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from agentrl_plugins.tinyagent.model import ModelSize, build_model
+from agentrl_tinyagent.model import ModelSize, build_model
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 ROOT = Path(__file__).resolve().parents[2]

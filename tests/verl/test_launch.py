@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,15 +12,18 @@ from types import SimpleNamespace
 import pytest
 import torch
 from conftest import verl_config
-from verl.trainer.ppo.utils import need_critic, need_reference_policy
 from omegaconf import open_dict
+from verl.trainer.ppo.utils import need_critic, need_reference_policy
 from verl.utils.config import omega_conf_to_dataclass, validate_config
 from verl.workers.engine.fsdp.transformer_impl import FSDPEngine
 
 from agentrl_plugins.adapter import RunOptions
 from agentrl_plugins.algorithms import lr_multiplier
+from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.recipe import load_recipe
 from agentrl_plugins.runs.rundir import RunDir
+
+from agentrl_tinyagent.warmstart import model_path
 from agentrl_verl import launch
 from agentrl_verl.config import LaunchPaths, describe, hydra_value
 from agentrl_verl.names import agent_loop_name
@@ -134,8 +138,9 @@ def test_dry_run_prints_the_complete_command():
     assert settings["trainer.default_local_dir"].endswith("/checkpoints")
 
 
-def test_a_launch_writes_the_run_folder_dataset_and_model_then_runs_main_ppo(tmp_path, monkeypatch):
+def test_a_launch_writes_the_run_folder_dataset_and_model_then_runs_main_ppo(tmp_path, monkeypatch, model_dir):
     monkeypatch.setenv("AGENTRL_CACHE", str(tmp_path / "cache"))
+    shutil.copytree(model_dir, model_path(0))  # TinyAgent's cached warm start (built with TRL, not here)
     launched = []
     monkeypatch.setattr(launch.subprocess, "run", lambda cmd, env, check: launched.append((cmd, env))
                         or subprocess.CompletedProcess(cmd, 0))
@@ -152,6 +157,30 @@ def test_a_launch_writes_the_run_folder_dataset_and_model_then_runs_main_ppo(tmp
     assert settings["trainer.default_local_dir"] == str(run_dir / "checkpoints")
     assert env["VERL_FILE_LOGGER_PATH"] == str(run_dir / "verl_metrics.jsonl")
     assert RunDir(run_dir).load_recipe().train.steps == 2
+
+
+def test_a_launch_without_tinyagents_warm_start_is_a_clear_error_before_any_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("AGENTRL_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(AgentRLError, match=r"warm start is not in the cache .*built with TRL.*--model DIR"):
+        launch.launch(load_recipe("deepswe_grpopp", profile="laptop"), RunOptions(run_dir=tmp_path / "run"))
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_launch_names_its_run_folder_once_even_when_the_clock_ticks(tmp_path, monkeypatch, model_dir):
+    ticks = iter(range(100))
+    monkeypatch.setattr(RunDir, "default", classmethod(lambda cls, recipe, framework, root=Path("runs"):
+                                                       cls(tmp_path / f"run-at-second-{next(ticks)}")))
+    launched = []
+    monkeypatch.setattr(launch.subprocess, "run", lambda cmd, env, check: launched.append(cmd)
+                        or subprocess.CompletedProcess(cmd, 0))
+    monkeypatch.setattr(launch, "save_final_weights", lambda run: run.final_weights)
+    run_dir = launch.launch(load_recipe("deepswe_grpopp", {"train.steps": 2}, "laptop"),
+                            RunOptions(model=str(model_dir)))
+    settings = dict(word.split("=", 1) for word in launched[0][3:])
+    assert run_dir == tmp_path / "run-at-second-0"
+    assert settings["trainer.default_local_dir"] == str(run_dir / "checkpoints")
+    assert settings["hydra.run.dir"] == str(run_dir / "hydra")
+    assert (run_dir / "run.json").is_file()
 
 
 def test_recipes_show_prints_the_table_overrides_and_command():

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-import agentrl_verl.parity as parity
 from agentrl_plugins.compare.record import record_batch
 from agentrl_plugins.compare.table import parity_table
 from agentrl_plugins.recipe import load_recipe
+
+import agentrl_verl.parity as parity
 
 VARIANTS = [
     ("deepswe_grpopp", {}),

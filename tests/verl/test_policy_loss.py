@@ -9,7 +9,8 @@ from verl.workers.config import ActorConfig
 
 from agentrl_plugins.algorithms import LOSS_AGG_MODES, aggregate_loss, clipped_surrogate
 from agentrl_plugins.recipe import load_recipe
-from agentrl_verl.config import NO_DUAL_CLIP, hydra_overrides, default_paths
+
+from agentrl_verl.config import NO_DUAL_CLIP, default_paths, hydra_overrides
 from agentrl_verl.verl_plugin.estimators import row_scale
 
 NORM = 64.0

@@ -8,6 +8,7 @@ import pytest
 
 from agentrl_plugins.recipe import load_recipe
 from agentrl_plugins.runs.rundir import RunDir
+
 from agentrl_verl.episodes import EpisodeRecord, append_episode, read_episodes, truncate_episodes
 from agentrl_verl.recorder import EPISODES_FILE, VERL_METRICS_FILE, record_run
 

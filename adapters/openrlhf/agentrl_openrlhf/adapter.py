@@ -7,26 +7,27 @@ from pathlib import Path
 
 from agentrl_plugins.adapter import FrameworkConfig, RunOptions
 from agentrl_plugins.errors import AgentRLError
+from agentrl_plugins.models import run_model
 from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.runs.rundir import RunDir
 
 from agentrl_openrlhf.config import describe
 from agentrl_openrlhf.cpu import choose_backend
-from agentrl_openrlhf.launcher import FRAMEWORK, launch, model_dir, run_paths
+from agentrl_openrlhf.launcher import FRAMEWORK, launch, run_paths
 
 
 class OpenRLHFAdapter:
     def describe(self, recipe: Recipe) -> FrameworkConfig:
-        """The configuration for a run folder ``runs/<recipe>-openrlhf-seed<seed>`` and TinyAgent."""
+        """The configuration for a run folder ``runs/<recipe>-openrlhf-seed<seed>`` and the recipe's model."""
         run = RunDir(Path("runs") / f"{recipe.name}-{FRAMEWORK}-seed{recipe.train.seed}")
-        return describe(recipe, run_paths(run, model_dir(None, require=False)), choose_backend())
+        return describe(recipe, run_paths(run, run_model(recipe, None, prepare=False)), choose_backend())
 
     def run(self, recipe: Recipe, options: RunOptions) -> Path | None:
         if options.resume is not None:
             raise AgentRLError("--resume is not supported for openrlhf runs; OpenRLHF resumes from its checkpoints "
                                "with --ckpt.load_enable")
         run = RunDir(Path(options.run_dir)) if options.run_dir else RunDir.default(recipe, FRAMEWORK)
-        paths = run_paths(run, model_dir(options.model, require=not options.dry_run))
+        paths = run_paths(run, run_model(recipe, options.model, prepare=not options.dry_run))
         config = describe(recipe, paths, choose_backend())
         if options.dry_run:
             print(shlex.join(config.command))

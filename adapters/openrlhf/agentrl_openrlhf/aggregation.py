@@ -18,7 +18,6 @@ from torch import Tensor
 from agentrl_plugins.algorithms.aggregation import aggregate_loss
 from agentrl_plugins.recipe_schema import LossSection
 
-
 Count = Tensor | float | None
 
 

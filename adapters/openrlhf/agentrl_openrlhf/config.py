@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentrl_plugins.adapter import ComponentMapping, FrameworkConfig
+from agentrl_plugins.adapter import ComponentMapping, FrameworkConfig, correction_parameter_rows
 from agentrl_plugins.recipe_schema import Recipe
 
 from agentrl_openrlhf.cpu.launch import cpu_cluster_flags, cpu_env
@@ -143,7 +143,7 @@ def train_flags(recipe: Recipe, paths: RunPaths, backend: str = "gpu") -> dict[s
     if loss.entropy_coef != 0:
         flags["actor.entropy_coef"] = loss.entropy_coef
     if train.lora:
-        flags.update({"ds.lora.rank": 8, "ds.lora.alpha": 16})
+        flags.update({"ds.lora.rank": train.lora_rank, "ds.lora.alpha": train.lora_alpha})
     return flags
 
 
@@ -198,6 +198,10 @@ def mappings(recipe: Recipe, flags: dict[str, Any]) -> list[ComponentMapping]:
                          "native" if correction else "patched", _correction_note(recipe, correction)),
         ComponentMapping("filtering.compact", recipe.filtering.compact, "AgentExecutor: action_ranges=[]", "injected",
                          f"reasons {recipe.filtering.reasons}: the episode keeps its reward but no loss token"),
+        ComponentMapping("filtering.reasons", recipe.filtering.reasons, "AgentExecutor: action_ranges=[]", "injected",
+                         "the terminations compact filtering masks"),
+        *correction_parameter_rows(recipe, "algo.advantage.is_correction_threshold" if correction
+                                   else "PolicyLoss.forward", "native" if correction else "patched"),
         ComponentMapping("rollout.group_size", r.group_size, "rollout.n_samples_per_prompt", "native"),
         ComponentMapping("rollout.tasks_per_step", r.tasks_per_step, "rollout.batch_size", "native",
                          f"train.batch_size={flags['train.batch_size']}: one optimizer step per pass"),
@@ -222,6 +226,12 @@ def mappings(recipe: Recipe, flags: dict[str, Any]) -> list[ComponentMapping]:
         ComponentMapping("optim.updates_per_step", optim.updates_per_step, "train.max_epochs", "mapped"),
         ComponentMapping("verifier.names", recipe.verifier.names, "AgentExecutor", "injected",
                          "the recipe's verifier gives each episode's reward"),
+        ComponentMapping("verifier.combine", recipe.verifier.combine, "AgentExecutor", "injected",
+                         "how several verifiers' rewards combine"),
+        ComponentMapping("environment.train_split", recipe.environment.train_split, "data.prompt_dataset", "mapped",
+                         "prompts.jsonl: the task ids of this split"),
+        ComponentMapping("environment.eval_split", recipe.environment.eval_split, "eval.dataset", "mapped",
+                         "eval_prompts.jsonl: the task ids of this split"),
         ComponentMapping("environment.name", recipe.environment.name, "AgentExecutor", "injected",
                          "dataset label = task id (agentrl openrlhf dataset)"),
         ComponentMapping("environment.options", recipe.environment.options, "AgentExecutor", "injected",
@@ -232,7 +242,11 @@ def mappings(recipe: Recipe, flags: dict[str, Any]) -> list[ComponentMapping]:
         ComponentMapping("train.eval_every", train.eval_every, "eval.steps", "native"),
         ComponentMapping("train.eval_episodes_per_task", train.eval_episodes_per_task, "eval.n_samples_per_prompt",
                          "native"),
-        ComponentMapping("train.lora", train.lora, "ds.lora.rank", "mapped", "rank 8, alpha 16, all linear layers"),
+        ComponentMapping("train.model", train.model, "actor.model_name_or_path", "mapped",
+                         "the folder of a registered model, or a local Hugging Face folder"),
+        ComponentMapping("train.lora", train.lora, "ds.lora.rank", "mapped", "0 when off; all linear layers"),
+        ComponentMapping("train.lora_rank", train.lora_rank, "ds.lora.rank", "native"),
+        ComponentMapping("train.lora_alpha", train.lora_alpha, "ds.lora.alpha", "native"),
     ]
 
 

@@ -21,8 +21,6 @@ from agentrl_openrlhf.config import RunPaths
 from agentrl_openrlhf.dataset import dataset_rows, write_jsonl
 
 FRAMEWORK = "openrlhf"
-TINYAGENT_SEED = 0
-"""The warm start every framework's run begins from (the TRL run loads the same one)."""
 
 
 def run_paths(run: RunDir, model: Path) -> RunPaths:
@@ -31,26 +29,6 @@ def run_paths(run: RunDir, model: Path) -> RunPaths:
     return RunPaths(folder=root.path, recipe=root.recipe_file, train_data=root.path / "prompts.jsonl",
                     eval_data=root.path / "eval_prompts.jsonl", checkpoints=root.checkpoints,
                     final=root.final_weights, model=model)
-
-
-def model_dir(model: str | None, require: bool) -> Path:
-    """``--model`` (a local Hugging Face folder), else TinyAgent's cached warm start; ``require`` checks it exists.
-
-    The warm start is built with TRL, which the OpenRLHF environment does not have.
-    """
-    if model is not None:
-        if not Path(model).is_dir():
-            raise AgentRLError(f"--model {model}: not a local model folder (there is no model hub here)")
-        return Path(model).resolve()
-    from agentrl_plugins.tinyagent.warmstart import model_path
-
-    path = model_path(TINYAGENT_SEED)
-    if require and not (path / "config.json").is_file():
-        raise AgentRLError(
-            f"TinyAgent's warm start is not in the cache ({path}). It is built with TRL: run "
-            "`.venvs/trl/bin/agentrl run deepswe_grpopp` once (or warm_start(0) from agentrl_plugins.tinyagent in "
-            "that environment), with the same AGENTRL_CACHE; or pass --model DIR")
-    return path
 
 
 def launch(recipe: Recipe, run: RunDir, paths: RunPaths, command: list[str]) -> Path:

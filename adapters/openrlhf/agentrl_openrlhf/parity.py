@@ -11,8 +11,8 @@ so they are read off a probe (ratio 1, advantage -1, token-sum), whose gradient 
 the coefficient; with a patched loss they are the patch's core correction.
 
 OpenRLHF imports vLLM and flash-attn at module top: where they are not installed (a CPU
-machine) the CPU backend's import shims go on the path first. Run as
-``python -m agentrl_openrlhf.parity IN OUT``.
+machine) the CPU backend's import shims go on the path first. It is
+registered as the adapter's ``parity`` side (:mod:`agentrl_plugins.compare.side`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import torch
 
 from agentrl_plugins.algorithm import RecipeAlgorithm
 from agentrl_plugins.compare.batch import ParityBatch, ParityResult
-from agentrl_plugins.compare.side import gradient, main, mapping_rows, versions
+from agentrl_plugins.compare.side import gradient, mapping_rows, versions
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.recipe_schema import Recipe
 
@@ -130,7 +130,3 @@ def compute(recipe: Recipe, batch: ParityBatch) -> ParityResult:
                              **norm)[0]
     return ParityResult("openrlhf", advantages.detach(), weights.detach(), loss.item(), gradient(loss, logprobs),
                         versions("openrlhf", "agentrl-openrlhf"), mapping_rows(config))
-
-
-if __name__ == "__main__":
-    main(compute)

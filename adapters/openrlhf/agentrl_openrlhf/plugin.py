@@ -10,10 +10,17 @@ def _adapter():
     return OpenRLHFAdapter()
 
 
+def _parity():
+    from agentrl_openrlhf.parity import compute
+
+    return compute
+
+
 @hookimpl
 def agentrl_register_adapters(register):
     register(Adapter("openrlhf", _adapter,
-                     "OpenRLHF 0.11.2 train_ppo_ray with an episode-runner agent executor and in-worker patches."))
+                     "OpenRLHF 0.11.2 train_ppo_ray with an episode-runner agent executor and in-worker patches.",
+                     parity=_parity))
 
 
 @hookimpl

@@ -5,8 +5,8 @@ with ``--data.input_key messages --data.apply_chat_template``. Each non-empty li
 is one policy message, played in order until the episode ends or ``rollout.max_turns`` messages
 (a BugFix completion such as ``<tool>edit swap_minmax</tool>`` then ``<tool>submit</tool>``).
 The completion is the query after its prompt; OpenRLHF decodes it with special tokens kept, so
-chat markers of the ``<|...|>`` form (Qwen, Llama 3, TinyAgent) are removed first. ``label`` is
-the task id.
+chat markers of the ``<|...|>`` form (Qwen, Llama 3, the core's byte-level chat tokenizer) are removed first.
+``label`` is the task id.
 """
 
 from __future__ import annotations

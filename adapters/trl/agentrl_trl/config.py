@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from agentrl_plugins.adapter import ComponentMapping, FrameworkConfig
+from agentrl_plugins.adapter import ComponentMapping, FrameworkConfig, correction_parameter_rows
+from agentrl_plugins.algorithms.aggregation import TrainerDivisor
 from agentrl_plugins.recipe_schema import Recipe
 
 
@@ -20,7 +21,7 @@ class LossMapping:
     """TRL ``loss_type`` for an aggregation mode and the row scale that makes it exact."""
 
     loss_type: str
-    scale: str
+    scale: TrainerDivisor
 
 
 LOSS_TYPES = {
@@ -30,11 +31,6 @@ LOSS_TYPES = {
     "seq-mean-token-mean": LossMapping("grpo", "B/R"),
     "seq-mean-token-sum-norm": LossMapping("dr_grpo", "B/R"),
 }
-
-
-def row_scale(mapping: LossMapping, rows: int, nonempty_rows: int) -> float:
-    """The factor that turns TRL's denominator into the core's for one batch."""
-    return {"1": 1.0, "B": float(rows), "B/R": rows / max(nonempty_rows, 1)}[mapping.scale]
 
 
 def lr_scheduler_settings(recipe: Recipe) -> dict[str, Any]:
@@ -83,31 +79,37 @@ def describe(recipe: Recipe) -> FrameworkConfig:
     """The GRPOConfig plus one row per recipe component: native, mapped or injected."""
     kwargs = grpo_config_kwargs(recipe)
     loss = LOSS_TYPES[recipe.loss.aggregation]
-    r, l, o = recipe.rollout, recipe.loss, recipe.optim
+    r, loss_section, o = recipe.rollout, recipe.loss, recipe.optim
     rows = [
         ComponentMapping("advantage.estimator", recipe.advantage.estimator, "_generate_and_score_completions",
                          "injected", "the core estimator replaces TRL's advantages (scale_rewards='none' unused)"),
         ComponentMapping("advantage.masked_in_baseline", recipe.advantage.masked_in_baseline, "(core estimator)",
                          "injected"),
-        ComponentMapping("loss.aggregation", l.aggregation, f"loss_type={loss.loss_type!r}",
+        ComponentMapping("loss.aggregation", loss_section.aggregation, f"loss_type={loss.loss_type!r}",
                          "native" if loss.scale == "1" else "injected",
                          "" if loss.scale == "1" else f"exact: advantages scaled by {loss.scale} "
                                                       "(B rows, R rows with loss tokens)"),
-        ComponentMapping("loss.norm_constant", l.norm_constant, f"max_completion_length={kwargs['max_completion_length']}",
-                         "mapped" if l.aggregation == "seq-mean-token-sum-norm" else "native",
+        ComponentMapping("loss.norm_constant", loss_section.norm_constant,
+                         f"max_completion_length={kwargs['max_completion_length']}",
+                         "mapped" if loss_section.aggregation == "seq-mean-token-sum-norm" else "native",
                          "only the dr_grpo loss reads it"),
-        ComponentMapping("loss.clip_low", l.clip_low, "epsilon", "native"),
-        ComponentMapping("loss.clip_high", l.clip_high, "epsilon_high", "native"),
-        ComponentMapping("loss.clip_c", l.clip_c, "-", "approximated" if l.clip_c is not None else "native",
+        ComponentMapping("loss.clip_low", loss_section.clip_low, "epsilon", "native"),
+        ComponentMapping("loss.clip_high", loss_section.clip_high, "epsilon_high", "native"),
+        ComponentMapping("loss.clip_c", loss_section.clip_c, "-",
+                         "approximated" if loss_section.clip_c is not None else "native",
                          "TRL has no dual clip: it binds only where A < 0 and the ratio exceeds clip_c, which one "
-                         "on-policy update per step never reaches" if l.clip_c is not None else "no dual clip"),
-        ComponentMapping("loss.kl_coef", l.kl_coef, "beta", "native"),
-        ComponentMapping("loss.entropy_coef", l.entropy_coef, "entropy_coef", "native"),
+                         "on-policy update per step never reaches"
+                         if loss_section.clip_c is not None else "no dual clip"),
+        ComponentMapping("loss.kl_coef", loss_section.kl_coef, "beta", "native"),
+        ComponentMapping("loss.entropy_coef", loss_section.entropy_coef, "entropy_coef", "native"),
         ComponentMapping("correction.name", recipe.correction.name, "advantages (B, T)", "injected",
                          "per-token weights from the sampler's log-probs folded into the advantages; "
                          "TRL's own IS correction (vLLM only) is switched off"),
         ComponentMapping("filtering.compact", recipe.filtering.compact, "tool_mask rows zeroed", "injected",
                          f"reasons {recipe.filtering.reasons}; mask_truncated_completions=False"),
+        ComponentMapping("filtering.reasons", recipe.filtering.reasons, "tool_mask rows zeroed", "injected",
+                         "the terminations compact filtering masks"),
+        *correction_parameter_rows(recipe, "advantages (B, T)", "injected"),
         ComponentMapping("rollout.group_size", r.group_size, "num_generations", "native"),
         ComponentMapping("rollout.tasks_per_step", r.tasks_per_step,
                          f"per_device_train_batch_size={kwargs['per_device_train_batch_size']}", "mapped",
@@ -130,10 +132,26 @@ def describe(recipe: Recipe) -> FrameworkConfig:
         ComponentMapping("optim.updates_per_step", o.updates_per_step, "num_iterations", "mapped"),
         ComponentMapping("verifier.names", recipe.verifier.names, "reward_funcs", "injected",
                          "the recipe's verifier scores each episode inside rollout_func"),
+        ComponentMapping("verifier.combine", recipe.verifier.combine, "rollout_func", "injected",
+                         "how several verifiers' rewards combine"),
+        ComponentMapping("environment.train_split", recipe.environment.train_split, "train_dataset", "injected",
+                         "the task ids of this split"),
+        ComponentMapping("environment.eval_split", recipe.environment.eval_split, "RunRecorder", "injected",
+                         "held-out evaluation through rollout_func"),
         ComponentMapping("environment.name", recipe.environment.name, "rollout_func", "injected"),
         ComponentMapping("environment.options", recipe.environment.options, "rollout_func", "injected",
                          "keyword arguments of the environment's factory"),
         ComponentMapping("train.steps", recipe.train.steps, "max_steps", "native"),
         ComponentMapping("train.seed", recipe.train.seed, "seed", "native"),
+        ComponentMapping("train.eval_every", recipe.train.eval_every, "RunRecorder", "injected",
+                         "held-out evaluation every N steps and at the last"),
+        ComponentMapping("train.eval_episodes_per_task", recipe.train.eval_episodes_per_task, "RunRecorder",
+                         "injected", "sampled at the training temperature"),
+        ComponentMapping("train.model", recipe.train.model, "GRPOTrainer(model=...)", "mapped",
+                         "the folder of a registered model, or a local Hugging Face folder"),
+        ComponentMapping("train.lora", recipe.train.lora, "GRPOTrainer(peft_config=LoraConfig(...))", "mapped",
+                         "all linear layers, no dropout"),
+        ComponentMapping("train.lora_rank", recipe.train.lora_rank, "LoraConfig.r", "native"),
+        ComponentMapping("train.lora_alpha", recipe.train.lora_alpha, "LoraConfig.lora_alpha", "native"),
     ]
     return FrameworkConfig("trl", {"GRPOConfig": kwargs}, rows)

@@ -1,13 +1,13 @@
 """TRL's side of ``agentrl compare --parity``: the batch through the adapter's trainer and TRL's own loss.
 
 ``build_trainer`` makes the real ``AgentGRPOTrainer`` (TRL's ``GRPOTrainer`` with the adapter's
-``GRPOConfig`` mapping) around a small TinyAgent model. Two seams stand in for what a recorded
-batch replaces: TRL's generation and scoring step (``GRPOTrainer._generate_and_score_completions``)
+``GRPOConfig`` mapping) around a small locally built model (its forward pass is replaced). Two seams stand in for what a
+recorded batch replaces: TRL's generation and scoring step (``GRPOTrainer._generate_and_score_completions``)
 returns the batch's tensors, and the model's forward pass (``_get_per_token_logps_and_entropies``)
 returns the batch's learner log-probs. Everything between them is the adapter's and TRL's code:
 the adapter's advantages, filtering, correction weights and row scale, then TRL's
 ``compute_loss``. TRL has no leave-one-out or correction hook, so those are the core's, injected.
-Run as ``python -m agentrl_trl.parity IN OUT``.
+Registered as the adapter's ``parity`` side (:mod:`agentrl_plugins.compare.side`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from trl import GRPOTrainer
 from agentrl_plugins.algorithm import Advantages, RecipeAlgorithm
 from agentrl_plugins.algorithms.corrections import CorrectionResult
 from agentrl_plugins.compare.batch import ByDesign, ParityBatch, ParityResult
-from agentrl_plugins.compare.side import gradient, main, mapping_rows, versions
+from agentrl_plugins.compare.side import gradient, mapping_rows, versions
+from agentrl_plugins.environment import close_environment
 from agentrl_plugins.recipe import get_value
 from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.runs.rundir import RunDir
@@ -89,15 +90,14 @@ def by_design(recipe: Recipe, mapping: list[dict[str, Any]]) -> list[ByDesign]:
 
 
 def compute(recipe: Recipe, batch: ParityBatch) -> ParityResult:
-    from agentrl_plugins.tinyagent.model import build_model
-    from agentrl_plugins.tinyagent.tokenizer import build_tokenizer
+    from agentrl_plugins.local_models import build_model, byte_chat_tokenizer
 
-    tokenizer = build_tokenizer()
+    tokenizer = byte_chat_tokenizer()
     with tempfile.TemporaryDirectory() as folder:
         run = RunDir(Path(folder) / "run")
         run.create(recipe, "trl")
         trainer = build_trainer(recipe, build_model(tokenizer, seed=0), tokenizer, run, _generator_factory(tokenizer))
-        trainer.episode_rollout.env.close()
+        close_environment(trainer.episode_rollout.env)
     recording = RecordingAlgorithm(trainer.algorithm)
     trainer.algorithm = recording
     trainer.episode_rollout.trajectories = trajectories(batch)
@@ -116,7 +116,3 @@ def compute(recipe: Recipe, batch: ParityBatch) -> ParityResult:
     return ParityResult("trl", recording.advantages_made[-1].values, recording.corrections_made[-1].weights,
                         loss.item(), gradient(loss, logprobs), versions("trl", "transformers", "agentrl-trl"),
                         mapping, by_design(recipe, mapping))
-
-
-if __name__ == "__main__":
-    main(compute)

@@ -10,6 +10,13 @@ def _adapter():
     return TRLAdapter()
 
 
+def _parity():
+    from agentrl_trl.parity import compute
+
+    return compute
+
+
 @hookimpl
 def agentrl_register_adapters(register):
-    register(Adapter("trl", _adapter, "TRL 1.16 GRPOTrainer with an episode-runner rollout_func (CPU or vLLM)."))
+    register(Adapter("trl", _adapter, "TRL 1.16 GRPOTrainer with an episode-runner rollout_func (CPU or vLLM).",
+                     parity=_parity))

@@ -7,15 +7,16 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 from transformers import TrainerCallback
 
 from agentrl_plugins.adapter import RunOptions
 from agentrl_plugins.algorithm import RecipeAlgorithm
-from agentrl_plugins.environment import build_environment
+from agentrl_plugins.environment import build_environment, close_environment
 from agentrl_plugins.errors import AgentRLError
+from agentrl_plugins.models import run_model
 from agentrl_plugins.plugins import get_plugin_manager
 from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.runs.evaluate import Evaluation, summarize
@@ -29,22 +30,19 @@ from agentrl_plugins.verifiers import build_verifier
 from agentrl_trl.config import grpo_config_kwargs
 from agentrl_trl.rollout import EpisodeRollout, GeneratorFactory
 
+if TYPE_CHECKING:
+    from agentrl_trl.trainer import AgentGRPOTrainer
+
 FRAMEWORK = "trl"
 
 
-def load_policy(model_path: str | None) -> tuple[Any, Any]:
-    """TinyAgent (built and cached on first use) or any local Hugging Face causal LM with a chat template."""
-    if model_path is None:
-        from agentrl_plugins.tinyagent import load_tinyagent
-
-        return load_tinyagent()
+def load_policy(model_path: Path) -> tuple[Any, Any]:
+    """A local Hugging Face causal LM with a chat template (what ``train.model`` resolved to)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    if not Path(model_path).is_dir():
-        raise AgentRLError(f"--model {model_path}: not a local model folder (there is no model hub here)")
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     if tokenizer.chat_template is None:
-        raise AgentRLError(f"--model {model_path}: the tokenizer has no chat template; the episode runner needs one")
+        raise AgentRLError(f"model {model_path}: the tokenizer has no chat template; the episode runner needs one")
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return AutoModelForCausalLM.from_pretrained(model_path, attn_implementation="sdpa"), tokenizer
@@ -117,11 +115,11 @@ def run(recipe: Recipe, options: RunOptions) -> Path:
         recipe = run_dir.load_recipe()
         checkpoint = latest_checkpoint(run_dir)
         run_dir.truncate_metrics(int(checkpoint.name.split("-")[1]))
-        model_path = run_dir.run_info().get("model_path")
+        model_path = Path(run_dir.run_info().get("model_path") or run_model(recipe, None, prepare=True))
     else:
+        model_path = run_model(recipe, options.model, prepare=True)
         run_dir = RunDir(Path(options.run_dir)) if options.run_dir else RunDir.default(recipe, FRAMEWORK)
-        model_path = options.model
-        run_dir.create(recipe, FRAMEWORK, {"model": model_path or "tinyagent", "model_path": model_path})
+        run_dir.create(recipe, FRAMEWORK, {"model": options.model or recipe.train.model, "model_path": str(model_path)})
     warnings.filterwarnings("ignore", message=r"`\w*gradient_checkpointing\w*` is deprecated", category=FutureWarning)
     model, tokenizer = load_policy(model_path)
     trainer = build_trainer(recipe, model, tokenizer, run_dir, _generator_factory(tokenizer))
@@ -132,7 +130,7 @@ def run(recipe: Recipe, options: RunOptions) -> Path:
               f"  agentrl run --resume {run_dir.path}", file=sys.stderr)
         raise SystemExit(130) from None
     finally:
-        trainer.episode_rollout.env.close()
+        close_environment(trainer.episode_rollout.env)
     save_final_weights(trainer, tokenizer, run_dir.final_weights)
     report = write_report(run_dir)
     print(f"run folder: {run_dir.path}\nreport: {report}", file=sys.stderr)
@@ -140,7 +138,7 @@ def run(recipe: Recipe, options: RunOptions) -> Path:
 
 
 def build_trainer(recipe: Recipe, model: Any, tokenizer: Any, run_dir: RunDir,
-                  make_generator: GeneratorFactory) -> "AgentGRPOTrainer":
+                  make_generator: GeneratorFactory) -> AgentGRPOTrainer:
     """The GRPOTrainer for ``recipe``: rollout through the core runner, metrics into ``run_dir``."""
     from datasets import Dataset
     from trl import GRPOConfig
@@ -170,14 +168,14 @@ def build_trainer(recipe: Recipe, model: Any, tokenizer: Any, run_dir: RunDir,
     trainer = AgentGRPOTrainer(
         model=model, args=args, processing_class=tokenizer, callbacks=[recorder],
         train_dataset=Dataset.from_dict({"prompt": [t.id for t in env.tasks(recipe.environment.train_split)]}),
-        peft_config=_lora_config() if recipe.train.lora else None,
+        peft_config=_lora_config(recipe) if recipe.train.lora else None,
         algorithm=RecipeAlgorithm.from_recipe(recipe, manager), rollout=rollout)
     recorder.trainer = trainer
     return trainer
 
 
 def _generator_factory(tokenizer: Any):
-    from agentrl_plugins.tinyagent.generate import HFGenerator
+    from agentrl_plugins.hf_sampler import HFGenerator
 
     def make(model: Any, seed: int) -> HFGenerator:
         return HFGenerator(model, tokenizer.eos_token_id, tokenizer.pad_token_id, seed=seed)
@@ -185,7 +183,8 @@ def _generator_factory(tokenizer: Any):
     return make
 
 
-def _lora_config():
+def _lora_config(recipe: Recipe):
     from peft import LoraConfig
 
-    return LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0, target_modules="all-linear", task_type="CAUSAL_LM")
+    return LoraConfig(r=recipe.train.lora_rank, lora_alpha=recipe.train.lora_alpha, lora_dropout=0.0,
+                      target_modules="all-linear", task_type="CAUSAL_LM")

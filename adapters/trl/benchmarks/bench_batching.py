@@ -20,21 +20,21 @@ import torch
 
 from agentrl_plugins.environment import build_environment
 from agentrl_plugins.episode import run_episodes
+from agentrl_plugins.hf_sampler import HFGenerator
 from agentrl_plugins.plugins import get_plugin_manager
 from agentrl_plugins.recipe import load_recipe
-from agentrl_plugins.tinyagent.generate import HFGenerator
 from agentrl_plugins.types import Limits, Sampling
 from agentrl_plugins.verifiers import build_verifier
 
 
 def load(random_model: bool):
     if random_model:
-        from agentrl_plugins.tinyagent.model import build_model
-        from agentrl_plugins.tinyagent.tokenizer import build_tokenizer
+        from agentrl_tinyagent.model import build_model
+        from agentrl_tinyagent.tokenizer import build_tokenizer
 
         tokenizer = build_tokenizer()
         return build_model(tokenizer, 0), tokenizer
-    from agentrl_plugins.tinyagent import load_tinyagent
+    from agentrl_tinyagent import load_tinyagent
 
     return load_tinyagent(seed=0)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from agentrl_plugins.adapter import RunOptions
 from agentrl_plugins.runs.learning import benchmark_main
+
 from agentrl_trl.runner import run
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from agentrl_plugins.adapter import RunOptions
 from agentrl_plugins.recipe import load_recipe
 from agentrl_plugins.runs.report import write_report
 from agentrl_plugins.runs.rundir import RunDir
+
 from agentrl_trl.runner import run
 
 VERIFIERS = ("hidden_tests", "public_tests")

@@ -17,10 +17,16 @@ from pathlib import Path
 from typing import Any
 
 from agentrl_plugins.adapter import ComponentMapping, FrameworkConfig
+from agentrl_plugins.models import run_model
 from agentrl_plugins.recipe_schema import CorrectionSection, Recipe
 
-from agentrl_verl.names import (RAW_RATIO_THRESHOLD, SEQUENCE_MEAN_MODES, agent_loop_name, estimator_name,
-                                policy_loss_name)
+from agentrl_verl.names import (
+    RAW_RATIO_THRESHOLD,
+    SEQUENCE_MEAN_MODES,
+    agent_loop_name,
+    estimator_name,
+    policy_loss_name,
+)
 from agentrl_verl.settings import settings_overrides
 
 ENTRYPOINT = ["python", "-m", "verl.trainer.main_ppo"]
@@ -36,7 +42,6 @@ THRESHOLDS = {
                "high": "algorithm.rollout_correction.rollout_is_threshold"},
 }
 """Which verl threshold carries each correction parameter; corrections not listed use the policy loss."""
-LORA = {"lora_rank": 8, "lora_alpha": 16, "target_modules": "all-linear"}
 
 
 @dataclass(frozen=True)
@@ -54,11 +59,9 @@ def cache_root() -> Path:
 
 
 def default_paths(recipe: Recipe) -> LaunchPaths:
-    """The dataset under the cache, and the recipe's model (TinyAgent is saved under the cache on first run)."""
-    model = recipe.train.model
-    if model == "tinyagent":
-        model = str(cache_root() / f"tinyagent-seed{recipe.train.seed}")
-    return LaunchPaths(model, cache_root() / "data" / recipe.environment.name)
+    """The dataset under the cache, and the folder of the recipe's model (named, not built)."""
+    model = run_model(recipe, None, prepare=False)
+    return LaunchPaths(str(model), cache_root() / "data" / recipe.environment.name)
 
 
 def correction_overrides(recipe: Recipe) -> tuple[dict[str, Any], str, str]:
@@ -100,7 +103,7 @@ def estimator_overrides(recipe: Recipe) -> tuple[dict[str, Any], str, str]:
 
 def hydra_overrides(recipe: Recipe, paths: LaunchPaths) -> dict[str, Any]:
     """Every override of the launched command, in order."""
-    r, l, o, t = recipe.rollout, recipe.loss, recipe.optim, recipe.train
+    r, loss, o, t = recipe.rollout, recipe.loss, recipe.optim, recipe.train
     actor, rollout = "actor_rollout_ref.actor.", "actor_rollout_ref.rollout."
     overrides: dict[str, Any] = {
         "data.train_files": str(paths.data_dir / f"{recipe.environment.train_split}.parquet"),
@@ -113,13 +116,13 @@ def hydra_overrides(recipe: Recipe, paths: LaunchPaths) -> dict[str, Any]:
         **estimator_overrides(recipe)[0],
         "algorithm.use_kl_in_reward": False,
         **correction_overrides(recipe)[0],
-        actor + "loss_agg_mode": l.aggregation,
-        actor + "clip_ratio_low": l.clip_low,
-        actor + "clip_ratio_high": l.clip_high,
-        actor + "clip_ratio_c": NO_DUAL_CLIP if l.clip_c is None else l.clip_c,
-        actor + "use_kl_loss": l.kl_coef > 0,
-        actor + "kl_loss_coef": l.kl_coef,
-        actor + "entropy_coeff": l.entropy_coef,
+        actor + "loss_agg_mode": loss.aggregation,
+        actor + "clip_ratio_low": loss.clip_low,
+        actor + "clip_ratio_high": loss.clip_high,
+        actor + "clip_ratio_c": NO_DUAL_CLIP if loss.clip_c is None else loss.clip_c,
+        actor + "use_kl_loss": loss.kl_coef > 0,
+        actor + "kl_loss_coef": loss.kl_coef,
+        actor + "entropy_coeff": loss.entropy_coef,
         actor + "optim.lr": o.lr,
         actor + "optim.lr_scheduler_type": o.lr_schedule,
         actor + "optim.min_lr_ratio": o.min_lr_ratio,
@@ -162,10 +165,12 @@ def hydra_overrides(recipe: Recipe, paths: LaunchPaths) -> dict[str, Any]:
         "trainer.n_gpus_per_node": paths.n_gpus,
         **settings_overrides(recipe),
     }
-    if l.aggregation == "seq-mean-token-sum-norm":
-        overrides[actor + "loss_scale_factor"] = l.norm_constant
+    if loss.aggregation == "seq-mean-token-sum-norm":
+        overrides[actor + "loss_scale_factor"] = loss.norm_constant
     if t.lora:
-        overrides.update({f"actor_rollout_ref.model.{key}": value for key, value in LORA.items()})
+        overrides.update({"actor_rollout_ref.model.lora_rank": t.lora_rank,
+                          "actor_rollout_ref.model.lora_alpha": t.lora_alpha,
+                          "actor_rollout_ref.model.target_modules": "all-linear"})
     if paths.run_dir is not None:
         overrides["trainer.default_local_dir"] = str(paths.run_dir / "checkpoints")
     return overrides
@@ -194,12 +199,12 @@ def command(overrides: dict[str, Any]) -> list[str]:
 
 def mappings(recipe: Recipe) -> list[ComponentMapping]:
     """One row per recipe key: the verl setting it becomes and how faithfully."""
-    r, l, o, t, c = recipe.rollout, recipe.loss, recipe.optim, recipe.train, recipe.correction
+    r, loss, o, t, c = recipe.rollout, recipe.loss, recipe.optim, recipe.train, recipe.correction
     actor, rollout, agentrl = "actor_rollout_ref.actor.", "actor_rollout_ref.rollout.", "+agentrl."
     _, estimator_status, estimator_note = estimator_overrides(recipe)
     _, correction_status, correction_note = correction_overrides(recipe)
     runner = f"agent loop {agent_loop_name(recipe.environment.name)}"
-    norm_used = l.aggregation == "seq-mean-token-sum-norm"
+    norm_used = loss.aggregation == "seq-mean-token-sum-norm"
     return [
         ComponentMapping("environment.name", recipe.environment.name, f"{runner} (dataset column agent_name)",
                          "injected", "the core episode runner drives the environment through server_manager.generate"),
@@ -214,17 +219,18 @@ def mappings(recipe: Recipe) -> list[ComponentMapping]:
         ComponentMapping("advantage.estimator", recipe.advantage.estimator, "algorithm.adv_estimator",
                          estimator_status, estimator_note),
         baseline_mapping(recipe, estimator_status),
-        ComponentMapping("loss.aggregation", l.aggregation, actor + "loss_agg_mode", "native"),
-        ComponentMapping("loss.norm_constant", l.norm_constant, actor + "loss_scale_factor" if norm_used else "-",
+        ComponentMapping("loss.aggregation", loss.aggregation, actor + "loss_agg_mode", "native"),
+        ComponentMapping("loss.norm_constant", loss.norm_constant, actor + "loss_scale_factor" if norm_used else "-",
                          "native", "" if norm_used else "only seq-mean-token-sum-norm reads it"),
-        ComponentMapping("loss.clip_low", l.clip_low, actor + "clip_ratio_low", "native"),
-        ComponentMapping("loss.clip_high", l.clip_high, actor + "clip_ratio_high", "native"),
-        ComponentMapping("loss.clip_c", l.clip_c, actor + "clip_ratio_c",
-                         "native" if l.clip_c is not None else "mapped",
-                         "" if l.clip_c is not None else f"{NO_DUAL_CLIP:g}: verl's always-on dual clip never binds"),
-        ComponentMapping("loss.kl_coef", l.kl_coef, actor + "use_kl_loss, kl_loss_coef", "native",
+        ComponentMapping("loss.clip_low", loss.clip_low, actor + "clip_ratio_low", "native"),
+        ComponentMapping("loss.clip_high", loss.clip_high, actor + "clip_ratio_high", "native"),
+        ComponentMapping("loss.clip_c", loss.clip_c, actor + "clip_ratio_c",
+                         "native" if loss.clip_c is not None else "mapped",
+                         "" if loss.clip_c is not None
+                         else f"{NO_DUAL_CLIP:g}: verl's always-on dual clip never binds"),
+        ComponentMapping("loss.kl_coef", loss.kl_coef, actor + "use_kl_loss, kl_loss_coef", "native",
                          "no reference model at 0"),
-        ComponentMapping("loss.entropy_coef", l.entropy_coef, actor + "entropy_coeff", "native"),
+        ComponentMapping("loss.entropy_coef", loss.entropy_coef, actor + "entropy_coeff", "native"),
         ComponentMapping("correction.name", c.name, "algorithm.rollout_correction", correction_status,
                          correction_note),
         *[threshold_mapping(c, key) for key in ("cap", "low", "high")],
@@ -261,9 +267,11 @@ def mappings(recipe: Recipe) -> list[ComponentMapping]:
         ComponentMapping("train.eval_episodes_per_task", t.eval_episodes_per_task, rollout + "val_kwargs.n",
                          "mapped", "sampled at the training temperature"),
         ComponentMapping("train.model", t.model, "actor_rollout_ref.model.path", "mapped",
-                         "TinyAgent is saved (freshly initialised: its warm start needs TRL) on first run"),
+                         "the folder of a registered model, or a local Hugging Face folder"),
         ComponentMapping("train.lora", t.lora, "actor_rollout_ref.model.lora_rank", "mapped",
-                         "rank 8, alpha 16, all linear layers (as the TRL adapter)"),
+                         "0 when off; all linear layers"),
+        ComponentMapping("train.lora_rank", t.lora_rank, "actor_rollout_ref.model.lora_rank", "native"),
+        ComponentMapping("train.lora_alpha", t.lora_alpha, "actor_rollout_ref.model.lora_alpha", "native"),
     ]
 
 

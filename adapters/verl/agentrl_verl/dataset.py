@@ -32,7 +32,7 @@ def task_rows(settings: EnvironmentSection) -> list[dict[str, Any]]:
         getattr(suite, "close", lambda: None)()
 
 
-def write_dataset(out_dir: Path, settings: EnvironmentSection = EnvironmentSection()) -> dict[str, Path]:
+def write_dataset(out_dir: Path, settings: EnvironmentSection) -> dict[str, Path]:
     """Write ``OUT_DIR/<split>.parquet`` for every split of the environment; returns the files by split."""
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = task_rows(settings)

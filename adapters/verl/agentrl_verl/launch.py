@@ -12,6 +12,7 @@ import torch
 
 from agentrl_plugins.adapter import RunOptions
 from agentrl_plugins.errors import AgentRLError
+from agentrl_plugins.models import run_model
 from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.runs.rundir import RunDir
 
@@ -31,37 +32,27 @@ def on_cpu(options: RunOptions) -> bool:
     return bool(options.extra.get("cpu")) or cpu.requested() or not torch.cuda.is_available()
 
 
-def launch_paths(recipe: Recipe, options: RunOptions) -> LaunchPaths:
-    """The dataset and model paths, the run folder and the GPU count of this launch."""
-    defaults = default_paths(recipe)
+def launch_paths(recipe: Recipe, options: RunOptions, prepare: bool = False) -> LaunchPaths:
+    """The dataset and model paths, the run folder and the GPU count of this launch.
+
+    Computed once per launch: the default run folder is stamped with the clock, so a second call a second
+    later would name another folder. ``prepare`` builds a registered model that is not there yet.
+    """
     run_dir = Path(options.resume or options.run_dir or RunDir.default(recipe, FRAMEWORK).path).resolve()
-    model = str(Path(options.model).resolve()) if options.model else defaults.model
-    warm = warm_started(recipe) if options.model is None else None
-    if warm is not None:
-        model = str(warm)
-    return LaunchPaths(model, defaults.data_dir, run_dir, max(torch.cuda.device_count(), 1))
+    started_with = RunDir(run_dir).run_info().get("model_path") if options.resume else None
+    model = started_with or run_model(recipe, options.model, prepare=prepare)
+    return LaunchPaths(str(model), default_paths(recipe).data_dir, run_dir, max(torch.cuda.device_count(), 1))
 
 
-def launch_command(recipe: Recipe, options: RunOptions) -> list[str]:
-    """The full ``main_ppo`` command; a resumed run continues from its folder's latest checkpoint."""
-    overrides = hydra_overrides(recipe, launch_paths(recipe, options))
+def launch_command(recipe: Recipe, options: RunOptions, paths: LaunchPaths) -> list[str]:
+    """The full ``main_ppo`` command for ``paths``; a resumed run continues from its folder's latest checkpoint."""
+    overrides = hydra_overrides(recipe, paths)
     if on_cpu(options):
         overrides.update(cpu_overrides(recipe.train.seed))
     if options.resume is not None:
         overrides["trainer.resume_mode"] = "auto"
-    overrides["hydra.run.dir"] = str(launch_paths(recipe, options).run_dir / "hydra")
+    overrides["hydra.run.dir"] = str(paths.run_dir / "hydra")
     return command(overrides)
-
-
-def warm_started(recipe: Recipe) -> Path | None:
-    """The cached warm-started TinyAgent (the base every framework's run starts from), when the recipe trains
-    TinyAgent and the TRL environment has built it."""
-    if recipe.train.model != "tinyagent":
-        return None
-    from agentrl_plugins.tinyagent.warmstart import BASE_SEED, model_path
-
-    path = model_path(BASE_SEED)
-    return path if (path / "config.json").is_file() else None
 
 
 def latest_checkpoint_step(run: RunDir) -> int:
@@ -98,39 +89,22 @@ def save_final_weights(run: RunDir) -> Path:
     return run.final_weights
 
 
-def save_tinyagent(path: Path, seed: int) -> None:
-    """A freshly initialised TinyAgent and its tokenizer as a local Hugging Face folder (not warm-started)."""
-    from agentrl_plugins.tinyagent.model import build_model
-    from agentrl_plugins.tinyagent.tokenizer import build_tokenizer
-
-    tokenizer = build_tokenizer()
-    build_model(tokenizer, seed).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-
-
 def launch(recipe: Recipe, options: RunOptions) -> Path | None:
     """Print the command (``--dry-run``) or run it in a subprocess; returns the run folder."""
-    cmd = launch_command(recipe, options)
+    paths = launch_paths(recipe, options, prepare=not options.dry_run)
+    cmd = launch_command(recipe, options, paths)
     env = {cpu.PLATFORM_ENV: cpu.PLATFORM} if on_cpu(options) else {}
     if options.dry_run:
         print(shlex.join([f"{key}={value}" for key, value in env.items()] + cmd))
         return None
     if env:
         cpu.activate()  # here too: verl's plugin loader would only log a VerlChangedError at DEBUG
-    paths = launch_paths(recipe, options)
     run = RunDir(paths.run_dir)
     if options.resume is None:
         run.create(recipe, FRAMEWORK, {"model": options.model or recipe.train.model, "model_path": paths.model})
     else:
         truncate_episodes(run.path / EPISODES_FILE, latest_checkpoint_step(run))
     write_dataset(paths.data_dir, recipe.environment)
-    if options.model is None and recipe.train.model == "tinyagent" and warm_started(recipe) is None:
-        print("no warm-started TinyAgent in the cache; training a freshly initialised one (build the warm start "
-              "in the TRL environment: .venvs/trl/bin/python -c \"from agentrl_plugins.tinyagent import warm_start; "
-              "warm_start()\")",
-              file=sys.stderr, flush=True)
-        if not Path(paths.model).is_dir():
-            save_tinyagent(Path(paths.model), recipe.train.seed)
     env = {**os.environ, **env, "VERL_FILE_LOGGER_PATH": str(run.path / VERL_METRICS_FILE),
            LOG_ENV: str(run.path / EPISODES_FILE)}
     result = subprocess.run([sys.executable, *cmd[1:]], env=env, check=False)

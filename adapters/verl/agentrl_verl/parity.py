@@ -6,7 +6,7 @@ Then, in the trainer's order: the agent loop's compact filter zeroes filtered ro
 rejection); ``compute_advantage`` with the configured estimator; the configured policy loss
 (``get_policy_loss_fn``) with the actor config's ``global_batch_info`` for one mini-batch on
 one rank. The reported advantages have the adapter's row scale divided out.
-Run as ``python -m agentrl_verl.parity IN OUT``.
+Registered as the adapter's ``parity`` side (:mod:`agentrl_plugins.compare.side`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from verl.utils.config import omega_conf_to_dataclass
 
 from agentrl_plugins.algorithm import RecipeAlgorithm
 from agentrl_plugins.compare.batch import ParityBatch, ParityResult
-from agentrl_plugins.compare.side import gradient, main, mapping_rows, versions
+from agentrl_plugins.compare.side import gradient, mapping_rows, versions
 from agentrl_plugins.recipe_schema import Recipe
 
 from agentrl_verl.config import command, describe
@@ -76,7 +76,3 @@ def compute(recipe: Recipe, batch: ParityBatch) -> ParityResult:
     weights = response_mask if is_weights is None else is_weights * response_mask
     return ParityResult("verl", per_row / scale, weights.detach(), loss.item(),
                         gradient(loss, logprobs), versions("verl", "agentrl-verl"), mapping_rows(describe(recipe)))
-
-
-if __name__ == "__main__":
-    main(compute)

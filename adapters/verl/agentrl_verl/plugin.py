@@ -10,10 +10,16 @@ def _adapter():
     return VerlAdapter()
 
 
+def _parity():
+    from agentrl_verl.parity import compute
+
+    return compute
+
+
 @hookimpl
 def agentrl_register_adapters(register):
     register(Adapter("verl", _adapter, "verl 0.9.1 main_ppo with an episode-runner agent loop per environment "
-                                       "(GPU; on a machine without one, verl's cpu platform)."))
+                                       "(GPU; on a machine without one, verl's cpu platform).", parity=_parity))
 
 
 @hookimpl

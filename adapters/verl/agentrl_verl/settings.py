@@ -19,7 +19,8 @@ from agentrl_plugins.recipe_schema import Recipe
 from agentrl_verl.names import SETTINGS_KEY
 
 SETTINGS = (
-    "environment.name", "environment.options", "verifier.names", "verifier.combine", "advantage.masked_in_baseline", "filtering.compact", "filtering.reasons",
+    "environment.name", "environment.options", "verifier.names", "verifier.combine", "advantage.masked_in_baseline",
+    "filtering.compact", "filtering.reasons",
     "rollout.max_turns", "rollout.max_new_tokens_per_turn", "rollout.max_context_tokens", "rollout.timeout_s",
 )
 """The recipe keys verl has no setting for: the environment and its options, the episode runner's limits, the

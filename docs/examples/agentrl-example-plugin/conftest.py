@@ -1,6 +1,7 @@
 """Fixtures for the plugin's tests: a plugin manager with the built-ins and this plugin, as once installed."""
 
 import pytest
+
 from agentrl_plugins.plugins import PluginManager
 
 from agentrl_example_plugin import plugin

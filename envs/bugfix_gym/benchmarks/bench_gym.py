@@ -41,6 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterator, Sequence
 
 import torch
+
 from agentrl_plugins.types import Task
 
 from bugfix_gym import policies

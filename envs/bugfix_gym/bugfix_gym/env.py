@@ -5,9 +5,9 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
-from agentrl_plugins.environment import StepResult
+from agentrl_plugins.environment import ScriptedEpisode, StepResult
 from agentrl_plugins.errors import UnknownNameError
 from agentrl_plugins.types import Task
 
@@ -122,6 +122,12 @@ class BugFixGym:
 
     def start(self, task: Task) -> BugFixSession:
         return BugFixSession(self.family(task.family), self.run_tests)
+
+    def parity_episodes(self, group_size: int, max_turns: int, generator: Any) -> list[ScriptedEpisode]:
+        """The parity batch's scripted episodes (:mod:`bugfix_gym.parity`)."""
+        from bugfix_gym.parity import parity_episodes
+
+        return parity_episodes(self, group_size, max_turns, generator)
 
     def run_tests(self, source: str, function: str, cases: Sequence[TestCase]) -> RunResult:
         """Run ``cases`` in the sandbox; identical requests are answered from a cache."""

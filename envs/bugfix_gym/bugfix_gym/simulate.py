@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import torch
+
 from agentrl_plugins.errors import UnknownNameError
 
 from bugfix_gym import policies

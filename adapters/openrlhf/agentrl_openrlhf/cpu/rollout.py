@@ -2,7 +2,7 @@
 
 It subclasses OpenRLHF's own ``RolloutRayActor`` (so ``generate_responses``, which runs the agent
 executor, is OpenRLHF's) and replaces what touches vLLM: loading the engine, ``generate`` and the
-weight-sync methods. Generation is TinyAgent's :class:`HFGenerator`: the concurrent requests of
+weight-sync methods. Generation is the core's batched :class:`HFGenerator`: the concurrent requests of
 every episode in flight share batched forward passes with a KV cache; temperature, top-k and
 top-p are honoured; log-probs are ``log_softmax(logits / T)`` at each sampled token (vLLM's
 ``processed_logprobs`` without top-k/top-p renormalisation); finish reasons are ``stop`` or
@@ -27,7 +27,7 @@ from openrlhf.trainer.ray import vllm_engine
 from openrlhf.utils.agent import SingleTurnAgentExecutor
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from agentrl_plugins.tinyagent.generate import HFGenerator
+from agentrl_plugins.hf_sampler import HFGenerator
 from agentrl_plugins.types import Sampling
 
 from agentrl_openrlhf.cpu.weight_sync import GlooBroadcastGroup

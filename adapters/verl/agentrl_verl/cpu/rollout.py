@@ -41,7 +41,7 @@ class HFRolloutServer:
     def __init__(self, model_path: str, max_model_len: int, response_length: int, seed: int):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from agentrl_plugins.tinyagent.generate import HFGenerator
+        from agentrl_plugins.hf_sampler import HFGenerator
 
         tokenizer = AutoTokenizer.from_pretrained(model_path)
         self.model = AutoModelForCausalLM.from_pretrained(model_path, attn_implementation="sdpa",

@@ -125,8 +125,8 @@ def fsdp_engines_registered_for_cuda_and_npu_only() -> bool:
 
 def rollout_correction_rejects_a_fully_masked_batch() -> bool:
     """``trainer/ppo/rollout_corr_helper.py`` raises when no token of the batch is in the loss, which is what
-    compact filtering does to a batch of failed episodes (a fresh TinyAgent's first steps): it runs whenever the
-    rollout log-probs are there, which a CPU run always asks for. Such a batch has nothing to correct."""
+    compact filtering does to a batch of failed episodes (a freshly initialised model's first steps): it runs whenever
+    the rollout log-probs are there, which a CPU run always asks for. Such a batch has nothing to correct."""
     module, name = "verl.trainer.ppo.rollout_corr_helper", "compute_rollout_correction_and_add_to_batch"
     if not still_present("rollout_correction_rejects_a_fully_masked_batch", module,
                          "response_mask must contain at least one valid token"):

@@ -24,10 +24,12 @@ import torch
 from torch import Tensor
 from verl.trainer.ppo.core_algos import register_adv_est
 
+from agentrl_plugins.algorithms.aggregation import row_scale as core_row_scale
 from agentrl_plugins.plugins import get_plugin_manager
 
 from agentrl_verl.names import SEQUENCE_MEAN_MODES, estimator_name
 from agentrl_verl.settings import recipe_from_config, select
+
 
 def group_ids(index: Any) -> Tensor:
     """verl's per-row ``uid`` values (any hashable) as integer group ids."""
@@ -36,10 +38,9 @@ def group_ids(index: Any) -> Tensor:
 
 
 def row_scale(loss_agg_mode: str | None, valid: Tensor) -> float:
-    """rows / rows-with-tokens for verl's sequence-mean losses, else 1."""
-    if loss_agg_mode not in SEQUENCE_MEAN_MODES:
-        return 1.0
-    return valid.numel() / max(int(valid.sum()), 1)
+    """The core's row scale for verl's trainer: it divides its sequence-mean losses by every row (B/R), no other."""
+    divisor = "B/R" if loss_agg_mode in SEQUENCE_MEAN_MODES else "1"
+    return core_row_scale(divisor, valid.numel(), int(valid.sum()))
 
 
 def verl_estimator(compute: Callable[..., Tensor]) -> Callable[..., tuple[Tensor, Tensor]]:

@@ -1,6 +1,7 @@
 """The band-clip correction: weights on known ratios, and the recipe's band reaching it."""
 
 import torch
+
 from agentrl_plugins.algorithm import RecipeAlgorithm
 from agentrl_plugins.recipe import load_recipe
 

@@ -6,6 +6,7 @@ import tomllib
 from pathlib import Path
 
 import torch
+
 from agentrl_plugins.algorithm import RecipeAlgorithm
 from agentrl_plugins.episode import run_episodes
 from agentrl_plugins.recipe import load_recipe

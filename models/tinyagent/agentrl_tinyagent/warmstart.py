@@ -43,9 +43,10 @@ import torch
 from agentrl_plugins.episode import run_episode, run_episodes
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.testing import ScriptedGenerate
-from agentrl_plugins.tinyagent.model import TINYAGENT_SIZE, ModelSize, build_model
-from agentrl_plugins.tinyagent.tokenizer import build_tokenizer
 from agentrl_plugins.types import Limits, Sampling, Trajectory
+
+from agentrl_tinyagent.model import TINYAGENT_SIZE, ModelSize, build_model
+from agentrl_tinyagent.tokenizer import build_tokenizer
 
 DEFAULT_CACHE = Path("~/.cache/agentrl/tinyagent")
 BASE_SEED = 0  # the warm start every run starts from, whatever its RL seed: a fixed base model, as a hub checkpoint is
@@ -207,9 +208,8 @@ def _train(model: Any, tokenizer: Any, rows: list[dict[str, list[int]]], setting
         from trl import SFTConfig, SFTTrainer
     except ImportError as error:
         raise AgentRLError(
-            "building the TinyAgent warm start needs TRL: build it once in the TRL environment "
-            "(`./scripts/agentrl run deepswe_grpopp` creates .venvs/trl and the cache), or set AGENTRL_CACHE "
-            "to a cache that already holds it"
+            'building the TinyAgent warm start needs TRL: pip install "agentrl-tinyagent[warmstart]" and build '
+            "it once there, or set AGENTRL_CACHE to a cache that already holds it"
         ) from error
     from transformers import PrinterCallback, TrainerCallback
 
@@ -268,10 +268,10 @@ def warm_start(seed: int = BASE_SEED, cache_dir: str | os.PathLike | None = None
 def pass_at_1(model: Any, tokenizer: Any, split: str, episodes_per_family: int = 8, seed: int = 0,
               limits: Limits = EVAL_LIMITS, sampling: Sampling = Sampling(temperature=1.0)) -> float:
     """Mean hidden-tests reward of ``episodes_per_family`` sampled episodes on every family of ``split``."""
+    from agentrl_plugins.hf_sampler import HFGenerator
+
     from bugfix_gym.env import BugFixGym
     from bugfix_gym.verifiers import hidden_tests
-
-    from agentrl_plugins.tinyagent.generate import HFGenerator
 
     gym = BugFixGym()
     generate = HFGenerator(model, tokenizer.eos_token_id, tokenizer.pad_token_id, seed=seed)

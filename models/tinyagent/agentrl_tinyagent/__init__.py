@@ -1,7 +1,8 @@
 """TinyAgent: a small causal LM and tokenizer built locally for the BugFix gym, warm-started with TRL's SFT.
 
-An optional part of the core: it imports transformers (and TRL to build the
-warm start), so use it from a framework environment such as ``.venvs/trl``.
+Its own distribution (``agentrl-tinyagent``), above the core and the gym: it registers the model
+``tinyagent`` (:mod:`agentrl_tinyagent.plugin`). Building the warm start needs TRL (the ``warmstart``
+extra); once cached, every framework's environment loads it.
 """
 
 from __future__ import annotations
@@ -11,12 +12,11 @@ import os
 import torch
 from transformers import AutoTokenizer, Qwen2ForCausalLM
 
-from agentrl_plugins.tinyagent.generate import HFGenerator
-from agentrl_plugins.tinyagent.model import ModelSize, build_model
-from agentrl_plugins.tinyagent.tokenizer import build_tokenizer
-from agentrl_plugins.tinyagent.warmstart import BASE_SEED, WarmStartSettings, pass_at_1, warm_start
+from agentrl_tinyagent.model import ModelSize, build_model
+from agentrl_tinyagent.tokenizer import build_tokenizer
+from agentrl_tinyagent.warmstart import BASE_SEED, WarmStartSettings, pass_at_1, warm_start
 
-__all__ = ["BASE_SEED", "HFGenerator", "ModelSize", "WarmStartSettings", "build_model", "build_tokenizer", "load_tinyagent",
+__all__ = ["BASE_SEED", "ModelSize", "WarmStartSettings", "build_model", "build_tokenizer", "load_tinyagent",
            "pass_at_1", "warm_start"]
 
 

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 import torch
 
-from agentrl_plugins.tinyagent.generate import HFGenerator, filter_logprobs, request_seed, sample_tokens
+from agentrl_plugins.hf_sampler import HFGenerator, filter_logprobs, request_seed, sample_tokens
 from agentrl_plugins.types import Sampling
 
 NEVER = -1

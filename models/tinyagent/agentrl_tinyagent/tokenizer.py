@@ -1,0 +1,25 @@
+"""TinyAgent's tokenizer: the core's byte-level chat tokenizer with the BugFix gym's tool words as tokens.
+
+The gym's tool grammar words (``<tool>``, ``read``, ``edit``, every edit-op name) are single tokens,
+so a tool call is a handful of tokens.
+"""
+
+from __future__ import annotations
+
+from transformers import PreTrainedTokenizerFast
+
+from agentrl_plugins.local_models import byte_chat_tokenizer
+
+WORDS = ("<tool>", "</tool>", "read", "test", "edit ", "edit", "submit")
+
+
+def edit_op_names() -> tuple[str, ...]:
+    """Every edit-op name of every BugFix family, in first-seen order."""
+    from bugfix_gym.families import FAMILIES
+
+    return tuple(dict.fromkeys(name for family in FAMILIES for name in family.op_names))
+
+
+def build_tokenizer() -> PreTrainedTokenizerFast:
+    """The TinyAgent tokenizer (deterministic: the same vocabulary on every call)."""
+    return byte_chat_tokenizer(WORDS + edit_op_names())
