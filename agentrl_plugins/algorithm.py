@@ -13,8 +13,10 @@ from typing import Any, Callable, Sequence
 import torch
 from torch import Tensor
 
+from agentrl_plugins.algorithms.aggregation import aggregate_loss
 from agentrl_plugins.algorithms.corrections import CorrectionResult
 from agentrl_plugins.algorithms.filtering import compact_filter
+from agentrl_plugins.algorithms.policy_loss import SurrogateResult, clipped_surrogate
 from agentrl_plugins.recipe_schema import Recipe
 
 CORRECTION_PARAMETERS = ("cap", "low", "high")
@@ -72,3 +74,19 @@ class RecipeAlgorithm:
     def correct(self, learner_logp: Tensor, sampler_logp: Tensor, mask: Tensor) -> CorrectionResult:
         """Per-token weights for the sampler/learner mismatch; the recipe's cap/low/high go to whichever it takes."""
         return self.correction(learner_logp, sampler_logp, mask, **self.correction_params())
+
+    def surrogate(self, logprobs: Tensor, old_logprobs: Tensor, advantages: Tensor, mask: Tensor,
+                  weights: Tensor | None = None) -> SurrogateResult:
+        """The clipped surrogate per token with the recipe's clip range and dual clip, and the correction's
+        ``weights``."""
+        loss = self.recipe.loss
+        return clipped_surrogate(logprobs, old_logprobs, advantages, mask, clip_low=loss.clip_low,
+                                 clip_high=loss.clip_high, clip_c=loss.clip_c, weights=weights)
+
+    def loss(self, logprobs: Tensor, old_logprobs: Tensor, advantages: Tensor, mask: Tensor,
+             weights: Tensor | None = None) -> Tensor:
+        """The recipe's whole policy loss on one batch: the surrogate, aggregated as ``loss.aggregation`` says (a
+        framework with its own micro-batch denominators aggregates :meth:`surrogate` itself)."""
+        per_token = self.surrogate(logprobs, old_logprobs, advantages, mask, weights).per_token_loss
+        loss = self.recipe.loss
+        return aggregate_loss(per_token, mask, loss.aggregation, norm_constant=loss.norm_constant)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import torch
 
 from agentrl_plugins.algorithm import RecipeAlgorithm
-from agentrl_plugins.algorithms import aggregate_loss, clipped_surrogate
 from agentrl_plugins.compare.batch import ParityBatch, ParityResult
 from agentrl_plugins.recipe_schema import Recipe
 
@@ -21,9 +20,6 @@ def reference(recipe: Recipe, batch: ParityBatch, plugin_manager=None) -> Parity
     mask = batch.response_mask * advantages.valid[:, None].to(batch.response_mask.dtype)
     correction = algorithm.correct(batch.old_logprobs, batch.sampler_logprobs, mask)
     logprobs = batch.logprobs.clone().requires_grad_()
-    loss = recipe.loss
-    surrogate = clipped_surrogate(logprobs, batch.old_logprobs, advantages.values, mask, clip_low=loss.clip_low,
-                                  clip_high=loss.clip_high, clip_c=loss.clip_c, weights=correction.weights)
-    value = aggregate_loss(surrogate.per_token_loss, mask, loss.aggregation, norm_constant=loss.norm_constant)
+    value = algorithm.loss(logprobs, batch.old_logprobs, advantages.values, mask, correction.weights)
     (gradient,) = torch.autograd.grad(value, logprobs)
     return ParityResult("core", advantages.values.detach(), correction.weights, value.item(), gradient)

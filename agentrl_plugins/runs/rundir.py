@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import functools
 import importlib.metadata
 import json
 import platform
@@ -47,6 +48,30 @@ def package_versions(names: Iterable[str] | None = None) -> dict[str, str]:
     return versions
 
 
+def read_recipe_file(path: Path) -> Recipe:
+    """The resolved recipe in a run folder's ``recipe.toml``: how every framework's worker reads its recipe.
+
+    Cached per file and modification time, so a worker that asks once per episode reads the file once.
+    """
+    try:
+        stamp = path.stat().st_mtime_ns
+    except OSError:
+        raise AgentRLError(f"recipe file {path} is not readable here: a framework's workers read the run folder's "
+                           "recipe.toml, so the run folder must be on storage they share") from None
+    return _read_recipe_file(str(path), stamp)
+
+
+@functools.lru_cache(maxsize=16)
+def _read_recipe_file(path: str, stamp: int) -> Recipe:
+    return build_recipe(tomllib.loads(Path(path).read_text()), origin=path)
+
+
+def write_recipe_file(path: Path, recipe: Recipe) -> Path:
+    """``recipe``, resolved, as a ``recipe.toml`` that :func:`read_recipe_file` reads back equal."""
+    path.write_text(tomli_w.dumps(_without_none(recipe_to_dict(recipe))))
+    return path
+
+
 @dataclass(frozen=True)
 class RunDir:
     """A run's folder on disk; every file name lives here."""
@@ -68,7 +93,7 @@ class RunDir:
     def create(self, recipe: Recipe, framework: str, extra: dict[str, Any] | None = None) -> None:
         """Write the resolved recipe, the seed and the package versions into a new folder."""
         self.path.mkdir(parents=True, exist_ok=True)
-        self.recipe_file.write_text(tomli_w.dumps(_without_none(recipe_to_dict(recipe))))
+        write_recipe_file(self.recipe_file, recipe)
         self.run_file.write_text(json.dumps({
             "recipe": recipe.name, "framework": framework, "seed": recipe.train.seed,
             "versions": package_versions(), **(extra or {}),
@@ -78,7 +103,7 @@ class RunDir:
         """The recipe this run was started with (for ``--resume``)."""
         if not self.recipe_file.exists():
             raise AgentRLError(f"{self.path} is not a run folder: {self.recipe_file.name} is missing")
-        return build_recipe(tomllib.loads(self.recipe_file.read_text()), origin=str(self.recipe_file))
+        return read_recipe_file(self.recipe_file)
 
     def run_info(self) -> dict[str, Any]:
         return json.loads(self.run_file.read_text())

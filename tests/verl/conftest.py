@@ -7,6 +7,7 @@ vLLM): it answers ``generate(request_id, prompt_ids, sampling_params)`` with a
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -19,6 +20,7 @@ from verl import DataProto
 from verl.workers.rollout.replica import TokenOutput
 
 from agentrl_plugins.recipe_schema import Recipe
+from agentrl_plugins.runs.rundir import write_recipe_file
 
 from agentrl_tinyagent.model import build_model
 from agentrl_tinyagent.tokenizer import build_tokenizer
@@ -51,7 +53,12 @@ def model_dir(tmp_path_factory, model, tokenizer) -> Path:
 
 
 def verl_config(recipe: Recipe, paths: LaunchPaths, extra: Sequence[str] = ()) -> DictConfig:
-    """verl's own ``ppo_trainer`` config composed with the adapter's overrides for ``recipe``."""
+    """verl's own ``ppo_trainer`` config composed with the adapter's overrides for ``recipe``; its workers read
+    the run folder's ``recipe.toml`` (written here, under ``paths.data_dir`` unless ``paths`` names a run folder)."""
+    if paths.run_dir is None:
+        paths = dataclasses.replace(paths, run_dir=paths.data_dir / "run")
+    paths.run_dir.mkdir(parents=True, exist_ok=True)
+    write_recipe_file(paths.run_dir / "recipe.toml", recipe)
     with initialize_config_module(config_module="verl.trainer.config", version_base=None):
         return compose("ppo_trainer", overrides=command(describe(recipe, paths).native)[3:] + list(extra))
 

@@ -11,6 +11,8 @@ from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 from verl.trainer.ppo.ray_trainer import compute_advantage
 
 from agentrl_plugins.algorithms import dr_grpo, grpo, rloo
+from agentrl_plugins.recipe import load_recipe
+from agentrl_plugins.runs.rundir import write_recipe_file
 
 REWARDS = torch.tensor([1.0, 0.0, 1.0, 0.0, 1.0, 0.5, 0.0, 0.0])
 GROUPS = ["a"] * 4 + ["b"] * 4
@@ -29,12 +31,14 @@ def batch(rewards: torch.Tensor = REWARDS, filtered=(), width: int = 5) -> DataP
     return data
 
 
-def algorithm_config(masked_in_baseline: bool | None = None, loss_agg_mode: str = "token-mean"):
-    """``config.algorithm`` as verl passes it: a node of the whole Hydra config, with ``+agentrl`` at the root."""
+def algorithm_config(masked_in_baseline: bool | None = None, loss_agg_mode: str = "token-mean", folder=None):
+    """``config.algorithm`` as verl passes it: a node of the whole Hydra config, with ``+agentrl.recipe`` (the run
+    folder's recipe file) at the root when a recipe sets ``masked_in_baseline``."""
     root = {"algorithm": {"adv_estimator": "agentrl_rloo", "gamma": 1.0, "lam": 1.0},
             "actor_rollout_ref": {"actor": {"loss_agg_mode": loss_agg_mode}}}
     if masked_in_baseline is not None:
-        root["agentrl"] = {"advantage": {"masked_in_baseline": masked_in_baseline}}
+        recipe = load_recipe("rloo", {"advantage.masked_in_baseline": masked_in_baseline})
+        root["agentrl"] = {"recipe": str(write_recipe_file(folder / "recipe.toml", recipe))}
     return OmegaConf.create(root).algorithm
 
 
@@ -68,10 +72,11 @@ def test_filtered_rows_stay_in_the_baseline_by_default_as_in_verl():
     assert ours[FILTERED].abs().sum() == 0
 
 
-def test_masked_in_baseline_false_reaches_the_estimator_through_plus_agentrl():
+def test_masked_in_baseline_false_reaches_the_estimator_through_plus_agentrl(tmp_path):
     data = batch(filtered=FILTERED)
     valid = data.batch["response_mask"].sum(-1) > 0
-    ours = advantages("agentrl_rloo", batch(filtered=FILTERED), algorithm_config(masked_in_baseline=False))
+    ours = advantages("agentrl_rloo", batch(filtered=FILTERED),
+                      algorithm_config(masked_in_baseline=False, folder=tmp_path))
     expected = rloo(REWARDS, group_tensor(), valid, masked_in_baseline=False)
     assert torch.allclose(ours, per_row(expected, data), atol=1e-6)
     assert not torch.allclose(ours, advantages("rloo", batch(filtered=FILTERED)), atol=1e-3)

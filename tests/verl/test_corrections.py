@@ -6,7 +6,6 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 from verl import DataProto
-from verl.trainer.config.algorithm import RolloutCorrectionConfig
 from verl.trainer.ppo.core_algos import get_policy_loss_fn
 from verl.trainer.ppo.rollout_corr_helper import compute_rollout_correction_and_add_to_batch
 from verl.workers.config import ActorConfig, PolicyLossConfig
@@ -14,8 +13,9 @@ from verl.workers.config import ActorConfig, PolicyLossConfig
 from agentrl_plugins.algorithm import RecipeAlgorithm
 from agentrl_plugins.algorithms import aggregate_loss, clipped_surrogate
 from agentrl_plugins.recipe import build_recipe, load_recipe
+from agentrl_plugins.runs.rundir import write_recipe_file
 
-from agentrl_verl.config import NO_DUAL_CLIP, correction_overrides
+from agentrl_verl.config import NO_DUAL_CLIP, LaunchPaths, correction_overrides, hydra_overrides
 from agentrl_verl.names import RAW_RATIO_THRESHOLD
 
 MAPPED = {
@@ -67,15 +67,15 @@ def test_each_mapped_correction_equals_the_core_through_rollout_corr_helper(name
 
 @pytest.mark.parametrize("name", list(MAPPED) + list(INJECTED))
 @pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-sum"])
-def test_the_agentrl_policy_loss_applies_the_core_correction_to_verls_raw_ratios(name, mode):
+def test_the_agentrl_policy_loss_applies_the_core_correction_to_verls_raw_ratios(name, mode, tmp_path):
     params = {"cap": 1.5, "low": 0.8, "high": 1.25, **MAPPED.get(name, {}), **INJECTED.get(name, {})}
+    recipe_file = write_recipe_file(tmp_path / "recipe.toml", recipe_for(name, params))
     learner, sampler, mask = logprobs(1)
     raw = {"rollout_is": "token", "rollout_is_threshold": RAW_RATIO_THRESHOLD}
     batch = DataProto.from_single_dict({"old_log_probs": learner, "rollout_log_probs": sampler,
                                         "response_mask": mask.clone()})
     ratios = compute_rollout_correction_and_add_to_batch(batch, OmegaConf.create(raw))[0].batch["rollout_is_weights"]
-    carried = RolloutCorrectionConfig(rollout_is_threshold=params["cap"],
-                                      rollout_rs_threshold=f"{params['low']}_{params['high']}")
+    carried = {"agentrl_recipe": str(recipe_file)}  # as +actor_rollout_ref.actor.policy_loss.rollout_correction.*
     config = ActorConfig(strategy="fsdp", rollout_n=8, clip_ratio_low=0.2, clip_ratio_high=0.28,
                          clip_ratio_c=NO_DUAL_CLIP, loss_agg_mode=mode, ppo_micro_batch_size_per_gpu=1,
                          policy_loss=PolicyLossConfig(rollout_correction=carried))
@@ -89,10 +89,12 @@ def test_the_agentrl_policy_loss_applies_the_core_correction_to_verls_raw_ratios
     assert metrics["agentrl/capped_fraction"] == pytest.approx(core.metrics["capped_fraction"])
 
 
-def test_a_correction_verl_has_no_setting_for_goes_through_its_policy_loss():
+def test_a_correction_verl_has_no_setting_for_goes_through_its_policy_loss(tmp_path):
     recipe = build_recipe({"name": "r", "description": "d", "correction": {"name": "my_correction", "cap": 4.0}})
     overrides, status, _ = correction_overrides(recipe)
     assert status == "injected"
     assert overrides["actor_rollout_ref.actor.policy_loss.loss_mode"] == "agentrl_my_correction"
     assert overrides["algorithm.rollout_correction.rollout_is_threshold"] == RAW_RATIO_THRESHOLD
-    assert overrides["+actor_rollout_ref.actor.policy_loss.rollout_correction.rollout_is_threshold"] == 4.0
+    launched = hydra_overrides(recipe, LaunchPaths("/models/m", tmp_path, run_dir=tmp_path / "run"))
+    carried = launched["+actor_rollout_ref.actor.policy_loss.rollout_correction.agentrl_recipe"]
+    assert carried == launched["+agentrl.recipe"] == str(tmp_path / "run" / "recipe.toml"), "the cap travels in it"

@@ -27,7 +27,7 @@ from agentrl_tinyagent.warmstart import model_path
 from agentrl_verl import launch
 from agentrl_verl.config import LaunchPaths, describe, hydra_value
 from agentrl_verl.names import agent_loop_name
-from agentrl_verl.settings import recipe_from_config
+from agentrl_verl.recipe_file import recipe_from_config
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENTRL = [sys.executable, "-c", "from agentrl_plugins.cli import main; main()"]
@@ -58,8 +58,9 @@ def test_the_overrides_compose_into_verls_config_with_the_recipes_values(deepswe
     assert actor.use_kl_loss is False and actor.entropy_coeff == 0.0
     assert rollout.agent.default_agent_loop == agent_loop_name("bugfix") and rollout.n == 8
     assert rollout.prompt_length == rollout.response_length == rollout.max_model_len == 36864
-    assert config.agentrl.filtering.compact is True and config.agentrl.advantage.masked_in_baseline is True
-    assert config.agentrl.rollout.max_turns == 50 and config.agentrl.verifier.names == ["hidden_tests"]
+    read = recipe_from_config(config)
+    assert read.filtering.compact is True and read.advantage.masked_in_baseline is True
+    assert read.rollout.max_turns == 50 and read.verifier.names == ["hidden_tests"]
     assert config.reward.custom_reward_function.path == "pkg://agentrl_verl.reward"
     assert config.data.train_files == str(tmp_path / "train.parquet")
 
@@ -99,7 +100,8 @@ def test_verls_own_optimizer_and_scheduler_follow_the_recipe(tmp_path, model, sc
 def test_other_recipes_compose_too(tmp_path, overrides):
     recipe = load_recipe("deepswe_grpopp", overrides, "laptop")
     config = verl_config(recipe, LaunchPaths("/models/m", tmp_path))
-    assert config.agentrl.recipe == "deepswe_grpopp"
+    assert Path(config.agentrl.recipe).name == "recipe.toml"
+    assert recipe_from_config(config) == recipe, "every worker reads the whole recipe from the run folder"
     assert recipe_from_config(config).environment == recipe.environment, "the agent loop sees the gym's options"
     if "advantage.estimator" in overrides:
         assert config.algorithm.adv_estimator == "grpo" and config.algorithm.norm_adv_by_std_in_grpo is True
@@ -132,10 +134,13 @@ def test_dry_run_prints_the_complete_command():
                        "actor_rollout_ref.actor.clip_ratio_high": "0.28",
                        "actor_rollout_ref.rollout.agent.default_agent_loop": "agentrl_bugfix",
                        "actor_rollout_ref.rollout.mode": "async",
-                       "+agentrl.filtering.compact": "true", "+agentrl.rollout.max_turns": "6",
-                       "+agentrl.advantage.masked_in_baseline": "true"}.items():
+                       }.items():
         assert settings[key] == value
     assert settings["trainer.default_local_dir"].endswith("/checkpoints")
+    run_folder = Path(settings["trainer.default_local_dir"]).parent
+    assert settings["+agentrl.recipe"] == str(run_folder / "recipe.toml"), "one channel: the run folder's recipe"
+    assert settings["+reward.custom_reward_function.reward_kwargs.recipe"] == settings["+agentrl.recipe"]
+    assert not [key for key in settings if key.startswith("+agentrl.") and key != "+agentrl.recipe"]
 
 
 def test_a_launch_writes_the_run_folder_dataset_and_model_then_runs_main_ppo(tmp_path, monkeypatch, model_dir):

@@ -44,8 +44,8 @@ def test_a_changed_upper_clip_in_the_mapping_is_reported(batch, monkeypatch):
     recipe = load_recipe("deepswe_grpopp")
     describe = parity.describe
 
-    def wrong_clip(recipe):
-        config = describe(recipe)
+    def wrong_clip(recipe, paths=None):
+        config = describe(recipe, paths)
         config.native["actor_rollout_ref.actor.clip_ratio_high"] = 0.3
         return config
 

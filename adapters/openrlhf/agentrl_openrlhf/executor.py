@@ -12,14 +12,9 @@ from typing import Any
 
 from openrlhf.utils.agent import AgentExecutorBase
 
-from agentrl_plugins.algorithm import RecipeAlgorithm
-from agentrl_plugins.environment import build_environment
-from agentrl_plugins.episode import run_episode
-from agentrl_plugins.errors import UnknownNameError
-from agentrl_plugins.plugins import get_plugin_manager
+from agentrl_plugins.episode_service import EpisodeService
 from agentrl_plugins.runs.evaluate import honest_pass
-from agentrl_plugins.types import Limits, Sampling, Trajectory
-from agentrl_plugins.verifiers import build_verifier
+from agentrl_plugins.types import Trajectory
 
 from agentrl_openrlhf.engine import engine_generate
 from agentrl_openrlhf.recipe_env import recipe_from_env
@@ -60,26 +55,11 @@ class AgentExecutor(AgentExecutorBase):
     """
 
     def __init__(self):
-        recipe = recipe_from_env()
-        manager = get_plugin_manager()
-        self.recipe = recipe
-        self.env = build_environment(recipe.environment, manager)
-        self.tasks = {task.id: task for task in self.env.tasks()}
-        self.verifier = build_verifier(recipe.verifier.names, recipe.verifier.combine, manager)
-        self.algorithm = RecipeAlgorithm.from_recipe(recipe, manager)
-        self.hooks = manager.hook
+        self.service = EpisodeService.from_recipe(recipe_from_env())
 
     async def execute(self, prompt, label, sampling_params, max_length: int, hf_tokenizer, llm_engine, images=None):
-        if label not in self.tasks:
-            raise UnknownNameError(f"{self.recipe.environment.name} task", label, self.tasks,
-                                   "Write the prompt dataset with `agentrl openrlhf dataset`.")
-        rollout = self.recipe.rollout
-        limits = Limits(rollout.max_turns, min(rollout.max_context_tokens, max_length),
-                        rollout.max_new_tokens_per_turn, rollout.timeout_s)
-        sampling = Sampling(sampling_params.temperature, sampling_params.top_p, sampling_params.top_k,
-                            rollout.max_new_tokens_per_turn)
-        trajectory = await run_episode(self.env, self.tasks[label], engine_generate(llm_engine, sampling_params),
-                                       hf_tokenizer, limits, verifier=self.verifier, sampling=sampling,
-                                       hooks=self.hooks)
-        keep = bool(self.algorithm.valid([trajectory.termination])[0])
-        return executor_output(trajectory, prompt, label, images, keep)
+        task = self.service.task(label, "Write the prompt dataset with `agentrl openrlhf dataset`.")
+        sampling = self.service.sampling(sampling_params.temperature, sampling_params.top_p, sampling_params.top_k)
+        trajectory = await self.service.play(task, engine_generate(llm_engine, sampling_params), hf_tokenizer,
+                                             sampling=sampling, limits=self.service.limits(max_length))
+        return executor_output(trajectory, prompt, label, images, self.service.keeps(trajectory))

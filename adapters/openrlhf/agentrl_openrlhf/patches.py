@@ -18,7 +18,6 @@ from typing import Any, Callable
 import torch
 
 from agentrl_plugins.algorithm import RecipeAlgorithm
-from agentrl_plugins.algorithms.policy_loss import clipped_surrogate
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.recipe_schema import Recipe
 
@@ -112,11 +111,14 @@ def advantages_method(algorithm: RecipeAlgorithm) -> Callable[..., Any]:
 
 
 def policy_loss_forward(algorithm: RecipeAlgorithm) -> Callable[..., Any]:
-    """``PolicyLoss.forward`` from the core: surrogate, correction and aggregation, with OpenRLHF's clip settings.
+    """``PolicyLoss.forward`` from the core: surrogate, correction and aggregation, all with the recipe's settings.
 
-    The correction compares the trainer's log-probs before the update (``old_log_probs``) with
-    the rollout engine's, as OpenRLHF's own does. Returns OpenRLHF's five values; the last two
-    (rollout KL, share of capped or masked tokens) are None without a correction.
+    The recipe (the run folder's ``recipe.toml``) is the only source of the loss settings: the clip range
+    and dual clip come from ``loss.*``, not from the ``PolicyLoss`` attributes OpenRLHF set from its
+    flags (the launcher sets those flags from the same keys). The correction compares the trainer's
+    log-probs before the update (``old_log_probs``) with the rollout engine's, as OpenRLHF's own does.
+    Returns OpenRLHF's five values; the last two (rollout KL, share of capped or masked tokens) are None
+    without a correction.
     """
     from openrlhf.models.utils import masked_mean
 
@@ -132,9 +134,8 @@ def policy_loss_forward(algorithm: RecipeAlgorithm) -> Callable[..., Any]:
             if rollout_log_probs is None:
                 raise PatchError(f"correction {recipe.correction.name!r} needs the rollout engine's log-probs")
             correction = algorithm.correct(old_log_probs, rollout_log_probs, action_mask)
-        surrogate = clipped_surrogate(log_probs, old_log_probs, advantages, action_mask, clip_low=self.clip_eps_low,
-                                      clip_high=self.clip_eps_high, clip_c=self.dual_clip,
-                                      weights=None if correction is None else correction.weights)
+        surrogate = algorithm.surrogate(log_probs, old_log_probs, advantages, action_mask,
+                                        None if correction is None else correction.weights)
         loss = step_loss(surrogate.per_token_loss, action_mask, recipe.loss, dp_size, batch_num_tokens,
                          global_batch_size)
         clip_ratio = torch.tensor(surrogate.clip_fraction, device=loss.device)

@@ -2,7 +2,8 @@
 
 OpenRLHF loads the agent executor and the reward file by path, with no arguments, so the
 recipe travels as ``AGENTRL_OPENRLHF_RECIPE``: a registered recipe name (``deepswe_grpopp``)
-or the path of a recipe TOML file (``agentrl run`` passes its run folder's ``recipe.toml``).
+or the path of a run folder's ``recipe.toml`` (``agentrl run`` passes its own), read by the core's
+:func:`~agentrl_plugins.runs.rundir.read_recipe_file` as every framework's workers read theirs.
 The runtime-env hook forwards the variable to every Ray worker; a path must be readable where
 the workers run, as OpenRLHF's own ``--train.agent_func_path`` must.
 """
@@ -10,10 +11,12 @@ the workers run, as OpenRLHF's own ``--train.agent_func_path`` must.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.recipe import load_recipe
 from agentrl_plugins.recipe_schema import Recipe
+from agentrl_plugins.runs.rundir import read_recipe_file
 
 RECIPE_ENV = "AGENTRL_OPENRLHF_RECIPE"
 RUN_DIR_ENV = "AGENTRL_OPENRLHF_RUN_DIR"
@@ -28,4 +31,4 @@ def recipe_from_env() -> Recipe:
             f"{RECIPE_ENV} is not set: set it to a recipe name (e.g. deepswe_grpopp) or a recipe .toml path "
             "before launching OpenRLHF (agentrl run RECIPE --framework openrlhf sets it for you)"
         )
-    return load_recipe(value)
+    return read_recipe_file(Path(value)) if value.endswith(".toml") else load_recipe(value)

@@ -24,7 +24,6 @@ from agentrl_plugins.algorithm import Advantages, RecipeAlgorithm
 from agentrl_plugins.algorithms.corrections import CorrectionResult
 from agentrl_plugins.compare.batch import ByDesign, ParityBatch, ParityResult
 from agentrl_plugins.compare.side import gradient, mapping_rows, versions
-from agentrl_plugins.environment import close_environment
 from agentrl_plugins.recipe import get_value
 from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.runs.rundir import RunDir
@@ -97,7 +96,7 @@ def compute(recipe: Recipe, batch: ParityBatch) -> ParityResult:
         run = RunDir(Path(folder) / "run")
         run.create(recipe, "trl")
         trainer = build_trainer(recipe, build_model(tokenizer, seed=0), tokenizer, run, _generator_factory(tokenizer))
-        close_environment(trainer.episode_rollout.env)
+        trainer.episode_rollout.service.close()
     recording = RecordingAlgorithm(trainer.algorithm)
     trainer.algorithm = recording
     trainer.episode_rollout.trajectories = trajectories(batch)

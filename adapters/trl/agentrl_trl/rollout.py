@@ -10,10 +10,9 @@ import asyncio
 import hashlib
 from typing import Any, Callable, Sequence
 
-from agentrl_plugins.chat import ChatCodec
-from agentrl_plugins.environment import EnvironmentSuite, VerifierFn
-from agentrl_plugins.episode import Generate, run_episode
-from agentrl_plugins.types import Limits, Sampling, Task, Trajectory
+from agentrl_plugins.episode import Generate
+from agentrl_plugins.episode_service import EpisodeService, grouped
+from agentrl_plugins.types import Task, Trajectory
 
 GeneratorFactory = Callable[[Any, int], Generate]
 
@@ -25,15 +24,16 @@ def step_seed(seed: int, step: int, purpose: str) -> int:
 
 
 class EpisodeRollout:
-    """Plays one episode per prompt; keeps the step's trajectories for the trainer's advantage step."""
+    """Plays one episode per prompt; keeps the step's trajectories for the trainer's advantage step.
 
-    def __init__(self, env: EnvironmentSuite, tasks: Sequence[Task], verifier: VerifierFn, tokenizer: Any,
-                 limits: Limits, sampling: Sampling, make_generator: GeneratorFactory, seed: int, hooks: Any = None):
-        self.env, self.verifier, self.tokenizer = env, verifier, tokenizer
-        self.tasks = {task.id: task for task in tasks}
-        self.limits, self.sampling = limits, sampling
-        self.make_generator, self.seed, self.hooks = make_generator, seed, hooks
-        self.codec = ChatCodec(tokenizer, env.system_prompt)
+    ``service`` sets the episodes up from the recipe (environment, tasks, verifier, limits, sampling,
+    hooks); this class only adds TRL's side: one batched generator per step from ``make_generator``.
+    """
+
+    def __init__(self, service: EpisodeService, tokenizer: Any, make_generator: GeneratorFactory, seed: int):
+        self.service, self.tokenizer, self.make_generator, self.seed = service, tokenizer, make_generator, seed
+        self.env, self.tasks = service.env, service.tasks
+        self.codec = service.codec(tokenizer)
         self.trajectories: list[Trajectory] = []
         self.last_generator: Generate | None = None
 
@@ -50,10 +50,9 @@ class EpisodeRollout:
 
         async def episodes() -> list[Trajectory]:
             return list(await asyncio.gather(*[
-                run_episode(self.env, task, generate, self.tokenizer, self.limits, verifier=self.verifier,
-                            sampling=self.sampling, group_id=index // group_size, policy_version=step,
-                            codec=self.codec, hooks=self.hooks)
-                for index, task in enumerate(task for task in tasks for _ in range(group_size))
+                self.service.play(task, generate, self.tokenizer, group_id=group, policy_version=step,
+                                  codec=self.codec)
+                for group, task in grouped(tasks, group_size)
             ]))
 
         was_training = model.training

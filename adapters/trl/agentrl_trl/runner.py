@@ -13,8 +13,7 @@ import torch
 from transformers import TrainerCallback
 
 from agentrl_plugins.adapter import RunOptions
-from agentrl_plugins.algorithm import RecipeAlgorithm
-from agentrl_plugins.environment import build_environment, close_environment
+from agentrl_plugins.episode_service import EpisodeService
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.models import run_model
 from agentrl_plugins.plugins import get_plugin_manager
@@ -24,8 +23,6 @@ from agentrl_plugins.runs.metrics import StepMetrics
 from agentrl_plugins.runs.progress import record_step
 from agentrl_plugins.runs.report import write_report
 from agentrl_plugins.runs.rundir import RunDir
-from agentrl_plugins.types import Limits, Sampling
-from agentrl_plugins.verifiers import build_verifier
 
 from agentrl_trl.config import grpo_config_kwargs
 from agentrl_trl.rollout import EpisodeRollout, GeneratorFactory
@@ -130,7 +127,7 @@ def run(recipe: Recipe, options: RunOptions) -> Path:
               f"  agentrl run --resume {run_dir.path}", file=sys.stderr)
         raise SystemExit(130) from None
     finally:
-        close_environment(trainer.episode_rollout.env)
+        trainer.episode_rollout.service.close()
     save_final_weights(trainer, tokenizer, run_dir.final_weights)
     report = write_report(run_dir)
     print(f"run folder: {run_dir.path}\nreport: {report}", file=sys.stderr)
@@ -146,15 +143,9 @@ def build_trainer(recipe: Recipe, model: Any, tokenizer: Any, run_dir: RunDir,
     from agentrl_trl.trainer import AgentGRPOTrainer
 
     manager = get_plugin_manager()
-    env = build_environment(recipe.environment, manager)
-    rollout = EpisodeRollout(
-        env, env.tasks(), build_verifier(recipe.verifier.names, recipe.verifier.combine, manager), tokenizer,
-        Limits(recipe.rollout.max_turns, recipe.rollout.max_context_tokens, recipe.rollout.max_new_tokens_per_turn,
-               recipe.rollout.timeout_s),
-        Sampling(recipe.rollout.temperature, recipe.rollout.top_p, recipe.rollout.top_k,
-                 recipe.rollout.max_new_tokens_per_turn),
-        make_generator, recipe.train.seed, manager.hook)
-    held_out = env.tasks(recipe.environment.eval_split)
+    service = EpisodeService.from_recipe(recipe, manager)
+    rollout = EpisodeRollout(service, tokenizer, make_generator, recipe.train.seed)
+    held_out = service.split(recipe.environment.eval_split)
 
     def evaluate(step: int) -> Evaluation:
         policy = trainer.accelerator.unwrap_model(trainer.model)
@@ -167,9 +158,9 @@ def build_trainer(recipe: Recipe, model: Any, tokenizer: Any, run_dir: RunDir,
                       dataloader_num_workers=0)
     trainer = AgentGRPOTrainer(
         model=model, args=args, processing_class=tokenizer, callbacks=[recorder],
-        train_dataset=Dataset.from_dict({"prompt": [t.id for t in env.tasks(recipe.environment.train_split)]}),
+        train_dataset=Dataset.from_dict({"prompt": [t.id for t in service.split(recipe.environment.train_split)]}),
         peft_config=_lora_config(recipe) if recipe.train.lora else None,
-        algorithm=RecipeAlgorithm.from_recipe(recipe, manager), rollout=rollout)
+        algorithm=service.algorithm, rollout=rollout)
     recorder.trainer = trainer
     return trainer
 

@@ -27,16 +27,19 @@ from agentrl_plugins.types import Limits, Sampling
 from agentrl_plugins.verifiers import build_verifier
 
 
-def load(random_model: bool):
+def load(random_model: bool, recipe):
+    """The recipe's model (through the model registry), or a random model of the core's default size with its
+    tokenizer."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from agentrl_plugins.local_models import build_model
+    from agentrl_plugins.models import run_model
+
+    path = run_model(recipe, None, prepare=True)
+    tokenizer = AutoTokenizer.from_pretrained(path)
     if random_model:
-        from agentrl_tinyagent.model import build_model
-        from agentrl_tinyagent.tokenizer import build_tokenizer
-
-        tokenizer = build_tokenizer()
         return build_model(tokenizer, 0), tokenizer
-    from agentrl_tinyagent import load_tinyagent
-
-    return load_tinyagent(seed=0)
+    return AutoModelForCausalLM.from_pretrained(path, attn_implementation="sdpa"), tokenizer
 
 
 def play(model, tokenizer, recipe, max_batch: int, seed: int) -> dict:
@@ -59,13 +62,14 @@ def play(model, tokenizer, recipe, max_batch: int, seed: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--random-model", action="store_true", help="an untrained TinyAgent-sized model")
+    parser.add_argument("--random-model", action="store_true",
+                        help="an untrained model (local_models.ModelSize defaults) with the recipe model's tokenizer")
     parser.add_argument("--steps", type=int, default=2, help="steps (seeds) to average over")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     torch.set_num_threads(2)
     recipe = load_recipe("deepswe_grpopp", profile="laptop")
-    model, tokenizer = load(args.random_model)
+    model, tokenizer = load(args.random_model, recipe)
     model.eval()
     results = {"batched": [], "one_at_a_time": []}
     for step in range(args.steps):

@@ -5,7 +5,8 @@ clip ratios, KL and entropy, the four built-in corrections (verl's
 ``algorithm.rollout_correction``), and verl's own estimator when no row can lose
 all its loss tokens or the recipe keeps filtered rows in the baseline. Otherwise
 the registered ``agentrl_*`` estimator or policy loss runs the core's code. The
-agent loop and the estimators read the rest from ``+agentrl.*``.
+agent loop, the estimators, the injected policy loss and the reward read the whole recipe from
+the run folder's ``recipe.toml`` (``+agentrl.recipe``, :mod:`agentrl_verl.recipe_file`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentrl_plugins.adapter import ComponentMapping, FrameworkConfig
+from agentrl_plugins.adapter import ComponentMapping, FrameworkConfig, correction_parameter_rows
 from agentrl_plugins.models import run_model
 from agentrl_plugins.recipe_schema import CorrectionSection, Recipe
 
@@ -27,7 +28,7 @@ from agentrl_verl.names import (
     estimator_name,
     policy_loss_name,
 )
-from agentrl_verl.settings import settings_overrides
+from agentrl_verl.recipe_file import RECIPE_KEY, UNLAUNCHED, recipe_overrides
 
 ENTRYPOINT = ["python", "-m", "verl.trainer.main_ppo"]
 NO_DUAL_CLIP = 1e9
@@ -41,7 +42,7 @@ THRESHOLDS = {
     "icepop": {"low": "algorithm.rollout_correction.rollout_is_threshold",
                "high": "algorithm.rollout_correction.rollout_is_threshold"},
 }
-"""Which verl threshold carries each correction parameter; corrections not listed use the policy loss."""
+"""Which verl threshold carries each parameter of a correction verl computes; the others run in a policy loss."""
 
 
 @dataclass(frozen=True)
@@ -77,12 +78,19 @@ def correction_overrides(recipe: Recipe) -> tuple[dict[str, Any], str, str]:
     if c.name == "icepop":
         return ({prefix + "rollout_is": "token", prefix + "rollout_is_threshold": f"{c.low}_{c.high}",
                  prefix + "rollout_rs": None}, "mapped", "verl token IS with a 'low_high' band (IcePop)")
-    carried = "actor_rollout_ref.actor.policy_loss."
     return ({prefix + "rollout_is": "token", prefix + "rollout_is_threshold": RAW_RATIO_THRESHOLD,
-             prefix + "rollout_rs": None, carried + "loss_mode": policy_loss_name(c.name),
-             "+" + carried + "rollout_correction.rollout_is_threshold": c.cap,
-             "+" + carried + "rollout_correction.rollout_rs_threshold": f"{c.low}_{c.high}"},
+             prefix + "rollout_rs": None, "actor_rollout_ref.actor.policy_loss.loss_mode": policy_loss_name(c.name)},
             "injected", f"policy loss {policy_loss_name(c.name)} applies the core correction to verl's raw IS ratios")
+
+
+def injects_loss(recipe: Recipe) -> bool:
+    """Whether the recipe's correction runs in an ``agentrl_*`` policy loss (verl has no setting for it)."""
+    return correction_overrides(recipe)[1] == "injected"
+
+
+def recipe_file(paths: LaunchPaths) -> Path:
+    """The run folder's ``recipe.toml`` that verl's processes read (a placeholder before a launch)."""
+    return UNLAUNCHED if paths.run_dir is None else paths.run_dir / "recipe.toml"
 
 
 def estimator_overrides(recipe: Recipe) -> tuple[dict[str, Any], str, str]:
@@ -152,8 +160,7 @@ def hydra_overrides(recipe: Recipe, paths: LaunchPaths) -> dict[str, Any]:
         rollout + "val_kwargs.top_k": r.top_k,
         "reward.custom_reward_function.path": "pkg://agentrl_verl.reward",
         "reward.custom_reward_function.name": "compute_score",
-        "+reward.custom_reward_function.reward_kwargs.verifier_names": list(recipe.verifier.names),
-        "+reward.custom_reward_function.reward_kwargs.combine": recipe.verifier.combine,
+        "+reward.custom_reward_function.reward_kwargs.recipe": str(recipe_file(paths)),
         "trainer.total_training_steps": t.steps,
         "trainer.test_freq": t.eval_every,
         "trainer.save_freq": t.eval_every,
@@ -163,7 +170,7 @@ def hydra_overrides(recipe: Recipe, paths: LaunchPaths) -> dict[str, Any]:
         "trainer.experiment_name": f"{recipe.name}-seed{t.seed}",
         "trainer.nnodes": 1,
         "trainer.n_gpus_per_node": paths.n_gpus,
-        **settings_overrides(recipe),
+        **recipe_overrides(recipe_file(paths), injects_loss(recipe)),
     }
     if loss.aggregation == "seq-mean-token-sum-norm":
         overrides[actor + "loss_scale_factor"] = loss.norm_constant
@@ -200,7 +207,7 @@ def command(overrides: dict[str, Any]) -> list[str]:
 def mappings(recipe: Recipe) -> list[ComponentMapping]:
     """One row per recipe key: the verl setting it becomes and how faithfully."""
     r, loss, o, t, c = recipe.rollout, recipe.loss, recipe.optim, recipe.train, recipe.correction
-    actor, rollout, agentrl = "actor_rollout_ref.actor.", "actor_rollout_ref.rollout.", "+agentrl."
+    actor, rollout, agentrl = "actor_rollout_ref.actor.", "actor_rollout_ref.rollout.", f"+{RECIPE_KEY}"
     _, estimator_status, estimator_note = estimator_overrides(recipe)
     _, correction_status, correction_note = correction_overrides(recipe)
     runner = f"agent loop {agent_loop_name(recipe.environment.name)}"
@@ -215,7 +222,8 @@ def mappings(recipe: Recipe) -> list[ComponentMapping]:
                          "keyword arguments of the environment's factory, in the agent loop and the dataset writer"),
         ComponentMapping("verifier.names", recipe.verifier.names, f"{runner}: reward_score", "injected",
                          "the recipe's verifier scores each episode; pkg://agentrl_verl.reward for verl's reward loop"),
-        ComponentMapping("verifier.combine", recipe.verifier.combine, agentrl + "verifier.combine", "injected"),
+        ComponentMapping("verifier.combine", recipe.verifier.combine, agentrl, "injected",
+                         "how several verifiers' rewards combine"),
         ComponentMapping("advantage.estimator", recipe.advantage.estimator, "algorithm.adv_estimator",
                          estimator_status, estimator_note),
         baseline_mapping(recipe, estimator_status),
@@ -233,24 +241,25 @@ def mappings(recipe: Recipe) -> list[ComponentMapping]:
         ComponentMapping("loss.entropy_coef", loss.entropy_coef, actor + "entropy_coeff", "native"),
         ComponentMapping("correction.name", c.name, "algorithm.rollout_correction", correction_status,
                          correction_note),
-        *[threshold_mapping(c, key) for key in ("cap", "low", "high")],
+        *(correction_parameter_rows(recipe, f"+{RECIPE_KEY} (policy loss)", "injected") if injects_loss(recipe)
+          else [threshold_mapping(c, key) for key in ("cap", "low", "high")]),
         ComponentMapping("filtering.compact", recipe.filtering.compact, f"{runner}: response_mask zeroed",
                          "injected", "what DeepSWE's rLLM engine does; the reward is kept"),
-        ComponentMapping("filtering.reasons", recipe.filtering.reasons, agentrl + "filtering.reasons", "injected"),
+        ComponentMapping("filtering.reasons", recipe.filtering.reasons, agentrl, "injected",
+                         "the terminations compact filtering masks"),
         ComponentMapping("rollout.group_size", r.group_size, rollout + "n", "native"),
         ComponentMapping("rollout.tasks_per_step", r.tasks_per_step, "data.train_batch_size", "native",
                          "and actor.ppo_mini_batch_size: one mini-batch per step"),
         ComponentMapping("rollout.temperature", r.temperature, rollout + "temperature", "native"),
         ComponentMapping("rollout.top_p", r.top_p, rollout + "top_p", "native"),
         ComponentMapping("rollout.top_k", r.top_k, rollout + "top_k", "native"),
-        ComponentMapping("rollout.max_turns", r.max_turns, agentrl + "rollout.max_turns", "injected",
-                         "the core runner's limits"),
-        ComponentMapping("rollout.max_new_tokens_per_turn", r.max_new_tokens_per_turn,
-                         agentrl + "rollout.max_new_tokens_per_turn", "injected", "max_tokens of each generate call"),
-        ComponentMapping("rollout.max_context_tokens", r.max_context_tokens, agentrl + "rollout.max_context_tokens",
-                         "injected", "prompt + response; data.max_prompt_length, data.max_response_length and "
-                                     "rollout.max_model_len are sized to hold it"),
-        ComponentMapping("rollout.timeout_s", r.timeout_s, agentrl + "rollout.timeout_s", "injected"),
+        ComponentMapping("rollout.max_turns", r.max_turns, agentrl, "injected", "the core runner's limits"),
+        ComponentMapping("rollout.max_new_tokens_per_turn", r.max_new_tokens_per_turn, agentrl, "injected",
+                         "max_tokens of each generate call"),
+        ComponentMapping("rollout.max_context_tokens", r.max_context_tokens, agentrl, "injected",
+                         "prompt + response; data.max_prompt_length, data.max_response_length and "
+                         "rollout.max_model_len are sized to hold it"),
+        ComponentMapping("rollout.timeout_s", r.timeout_s, agentrl, "injected"),
         ComponentMapping("optim.lr", o.lr, actor + "optim.lr", "native", "no warm-up (verl's default)"),
         ComponentMapping("optim.lr_schedule", o.lr_schedule, actor + "optim.lr_scheduler_type", "native",
                          "stepped once per training step"),
@@ -277,7 +286,7 @@ def mappings(recipe: Recipe) -> list[ComponentMapping]:
 
 def baseline_mapping(recipe: Recipe, estimator_status: str) -> ComponentMapping:
     """``advantage.masked_in_baseline``: verl's estimators keep all-zero-mask rows; the agentrl one reads the key."""
-    value, setting = recipe.advantage.masked_in_baseline, "+agentrl.advantage.masked_in_baseline"
+    value, setting = recipe.advantage.masked_in_baseline, f"+{RECIPE_KEY}"
     if estimator_status == "native":
         return ComponentMapping("advantage.masked_in_baseline", value, setting, "native",
                                 "verl's estimators keep all-zero-mask rows in the group statistics")
@@ -285,10 +294,8 @@ def baseline_mapping(recipe: Recipe, estimator_status: str) -> ComponentMapping:
 
 
 def threshold_mapping(correction: CorrectionSection, key: str) -> ComponentMapping:
-    """The row of ``correction.cap``, ``.low`` or ``.high``: which verl threshold carries it, if any."""
-    uses = THRESHOLDS.get(correction.name, {"cap": "policy_loss.rollout_correction.rollout_is_threshold",
-                                            "low": "policy_loss.rollout_correction.rollout_rs_threshold",
-                                            "high": "policy_loss.rollout_correction.rollout_rs_threshold"})
+    """The row of ``correction.cap``, ``.low`` or ``.high`` of a correction verl computes: its threshold, if any."""
+    uses = THRESHOLDS[correction.name]
     if key not in uses:
         return ComponentMapping(f"correction.{key}", getattr(correction, key), "-", "native",
                                 "unused by this correction")

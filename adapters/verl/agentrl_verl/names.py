@@ -2,7 +2,7 @@
 
 PREFIX = "agentrl_"
 SETTINGS_KEY = "agentrl"
-"""The top-level Hydra key (``+agentrl.*``) that carries the recipe settings verl has no place for."""
+"""The top-level Hydra key under which ``+agentrl.recipe`` names the run folder's recipe file."""
 
 
 def estimator_name(estimator: str) -> str:

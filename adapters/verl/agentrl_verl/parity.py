@@ -11,6 +11,10 @@ Registered as the adapter's ``parity`` side (:mod:`agentrl_plugins.compare.side`
 
 from __future__ import annotations
 
+import dataclasses
+import tempfile
+from pathlib import Path
+
 import numpy as np
 import torch
 from hydra import compose, initialize_config_module
@@ -25,17 +29,21 @@ from agentrl_plugins.algorithm import RecipeAlgorithm
 from agentrl_plugins.compare.batch import ParityBatch, ParityResult
 from agentrl_plugins.compare.side import gradient, mapping_rows, versions
 from agentrl_plugins.recipe_schema import Recipe
+from agentrl_plugins.runs.rundir import write_recipe_file
 
-from agentrl_verl.config import command, describe
+from agentrl_verl.config import command, default_paths, describe
 from agentrl_verl.names import PREFIX, policy_loss_name
 from agentrl_verl.verl_plugin.estimators import row_scale
 from agentrl_verl.verl_plugin.losses import correct_raw_ratios
 
 
-def verl_config(recipe: Recipe) -> DictConfig:
-    """verl's own ``ppo_trainer`` config composed with the adapter's overrides for ``recipe``."""
+def verl_config(recipe: Recipe, run_dir: Path) -> DictConfig:
+    """verl's own ``ppo_trainer`` config composed with the adapter's overrides for ``recipe``, whose workers read
+    ``run_dir``'s ``recipe.toml`` as a launched run's do."""
+    write_recipe_file(run_dir / "recipe.toml", recipe)
+    paths = dataclasses.replace(default_paths(recipe), run_dir=run_dir)
     with initialize_config_module(config_module="verl.trainer.config", version_base=None):
-        return compose("ppo_trainer", overrides=command(describe(recipe).native)[3:])
+        return compose("ppo_trainer", overrides=command(describe(recipe, paths).native)[3:])
 
 
 def token_rewards(batch: ParityBatch) -> torch.Tensor:
@@ -48,7 +56,11 @@ def token_rewards(batch: ParityBatch) -> torch.Tensor:
 
 
 def compute(recipe: Recipe, batch: ParityBatch) -> ParityResult:
-    config = verl_config(recipe)
+    with tempfile.TemporaryDirectory() as run_dir:
+        return compute_in(recipe, batch, verl_config(recipe, Path(run_dir)))
+
+
+def compute_in(recipe: Recipe, batch: ParityBatch, config: DictConfig) -> ParityResult:
     algorithm, actor = config.algorithm, omega_conf_to_dataclass(config.actor_rollout_ref.actor)
     valid = RecipeAlgorithm.from_recipe(recipe).valid(batch.terminations)
     mask = batch.response_mask * valid[:, None].to(batch.response_mask.dtype)

@@ -5,36 +5,39 @@ only runs for rows some other agent loop produced. Here the response text is
 replayed in a fresh session of the row's task, one line per message, until the
 episode ends, and the verifier judges the outcome: exact for environments whose
 actions are one line each (the BugFix tool calls) when the response holds them in
-order, as a single-turn response does. Verifier names and combination come from
-``reward.custom_reward_function.reward_kwargs`` (``verifier_names``, ``combine``).
+order, as a single-turn response does. The verifier is the recipe's: the run folder's
+``recipe.toml`` that ``reward.custom_reward_function.reward_kwargs.recipe`` names (the
+launcher sets it); the row's environment and options come from its ``extra_info``.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from typing import Any
 
 from agentrl_plugins.recipe_schema import EnvironmentSection
+from agentrl_plugins.runs.rundir import read_recipe_file
 
-from agentrl_verl.verl_plugin.agent_loop import environment, tasks, verifier
+from agentrl_verl.recipe_file import checked_path
+from agentrl_verl.verl_plugin.agent_loop import episode_service
 from agentrl_verl.verl_plugin.registration import check_registration
-
-DEFAULT_ENVIRONMENT = "bugfix"
 
 
 def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_info: dict[str, Any] | None = None,
-                  verifier_names: Sequence[str] = ("hidden_tests",), combine: str = "min",
-                  **kwargs: Any) -> dict[str, float]:
+                  recipe: str | None = None, **kwargs: Any) -> dict[str, float]:
     """Reward of ``solution_str`` on task ``ground_truth``; ``score`` plus the verdict's flags."""
+    path = checked_path(recipe, "reward.custom_reward_function.reward_kwargs.recipe")
     info = extra_info or {}
-    settings = EnvironmentSection(info.get("environment", DEFAULT_ENVIRONMENT),
-                                  options=json.loads(info.get("environment_options") or "{}"))
-    session = environment(settings).start(tasks(settings)[ground_truth])
+    named = read_recipe_file(path).environment
+    settings = EnvironmentSection(info["environment"], options=json.loads(info.get("environment_options") or "{}")) \
+        if "environment" in info else named
+    service = episode_service(path, settings)
+    session = service.env.start(service.task(ground_truth))
     try:
         for line in solution_str.splitlines():
             if line.strip() and session.step(line).done:
                 break
-        verdict = verifier(tuple(verifier_names), combine)(session.outcome())
+        verdict = service.verifier(session.outcome())
     finally:
         session.close()
     return {"score": verdict.reward, "passed": float(verdict.passed), "hacked": float(verdict.hacked)}

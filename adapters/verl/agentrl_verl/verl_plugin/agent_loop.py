@@ -5,8 +5,10 @@ core ``run_episode`` with a ``generate`` over ``server_manager.generate`` (token
 ids in, token ids and log-probs out), so verl trains on exactly the tokens the
 server sampled; observation tokens carry mask 0. The recipe's verifier sets
 ``reward_score`` (verl's reward loop is then skipped), and a compact-filtered
-episode returns an all-zero ``response_mask``. Limits, verifier and filtering
-come from ``+agentrl.*``; sampling settings from verl's own rollout config.
+episode returns an all-zero ``response_mask``. Environment, limits, verifier and
+filtering come from the run folder's ``recipe.toml`` (``+agentrl.recipe``), set up once per
+process by the core's :class:`~agentrl_plugins.episode_service.EpisodeService`; sampling settings
+from verl's own rollout config.
 """
 
 from __future__ import annotations
@@ -14,45 +16,36 @@ from __future__ import annotations
 import functools
 import json
 import time
+from pathlib import Path
 from typing import Any, ClassVar
 from uuid import uuid4
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 
-from agentrl_plugins.algorithm import RecipeAlgorithm
-from agentrl_plugins.environment import EnvironmentSuite, VerifierFn, build_environment
-from agentrl_plugins.episode import run_episode
-from agentrl_plugins.errors import UnknownNameError
+from agentrl_plugins.episode_service import EpisodeService
 from agentrl_plugins.plugins import get_plugin_manager
 from agentrl_plugins.recipe_schema import EnvironmentSection
 from agentrl_plugins.runs.evaluate import honest_pass
-from agentrl_plugins.types import Generation, Limits, Sampling, Task, Trajectory
-from agentrl_plugins.verifiers import build_verifier
+from agentrl_plugins.runs.rundir import read_recipe_file
+from agentrl_plugins.types import Generation, Sampling, Task, Trajectory
 
 from agentrl_verl.episodes import EpisodeRecord, append_episode, log_path
 from agentrl_verl.names import agent_loop_name
-from agentrl_verl.settings import recipe_from_config
+from agentrl_verl.recipe_file import recipe_path
 
 TURN_ROLES = ("user", "assistant", "tool")
 
 
 @functools.cache
-def _environment(name: str, options: str) -> EnvironmentSuite:
-    return build_environment(EnvironmentSection(name, options=json.loads(options)))
+def _service(path: str, stamp: int, environment: str, options: str) -> EpisodeService:
+    return EpisodeService.from_recipe(read_recipe_file(Path(path)),
+                                      environment=EnvironmentSection(environment, options=json.loads(options)))
 
 
-def environment(settings: EnvironmentSection) -> EnvironmentSuite:
-    """One suite per process, environment and options (its sandbox is shared by every episode)."""
-    return _environment(settings.name, json.dumps(settings.options, sort_keys=True))
-
-
-def tasks(settings: EnvironmentSection) -> dict[str, Task]:
-    return {task.id: task for task in environment(settings).tasks()}
-
-
-@functools.cache
-def verifier(names: tuple[str, ...], combine: str) -> VerifierFn:
-    return build_verifier(names, combine, get_plugin_manager())
+def episode_service(recipe_file: Path, settings: EnvironmentSection) -> EpisodeService:
+    """One service per process, recipe file and environment (its sandbox is shared by every episode)."""
+    return _service(str(recipe_file), recipe_file.stat().st_mtime_ns, settings.name,
+                    json.dumps(settings.options, sort_keys=True))
 
 
 class ServerGenerate:
@@ -91,35 +84,25 @@ class EpisodeAgentLoop(AgentLoopBase):
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self.recipe = recipe_from_config(self.config)
-        self.algorithm = RecipeAlgorithm.from_recipe(self.recipe)
-        rollout = self.recipe.rollout
-        self.limits = Limits(rollout.max_turns, rollout.max_context_tokens, rollout.max_new_tokens_per_turn,
-                             rollout.timeout_s)
+        path = recipe_path(self.config)
+        self.recipe = read_recipe_file(path)
         named = self.recipe.environment
-        self.settings = named if named.name == self.environment else EnvironmentSection(self.environment)
+        self.service = episode_service(path, named if named.name == self.environment
+                                       else EnvironmentSection(self.environment))
+        self.limits = self.service.limits()
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
-        task = self.task(kwargs["extra_info"]["task_id"])
+        task = self.service.task(kwargs["extra_info"]["task_id"],
+                                 "Write the dataset with: agentrl verl dataset OUT_DIR")
         generate = ServerGenerate(self.server_manager, sampling_params, self.tokenizer.eos_token_id)
-        sampling = Sampling(float(sampling_params["temperature"]), float(sampling_params["top_p"]),
-                            int(sampling_params["top_k"]), self.limits.max_new_tokens_per_turn)
-        trajectory = await run_episode(
-            environment(self.settings), task, generate, self.tokenizer, self.limits,
-            verifier=verifier(tuple(self.recipe.verifier.names), self.recipe.verifier.combine),
-            sampling=sampling, hooks=get_plugin_manager().hook)
+        sampling = self.service.sampling(sampling_params["temperature"], sampling_params["top_p"],
+                                         sampling_params["top_k"])
+        trajectory = await self.service.play(task, generate, self.tokenizer, sampling=sampling, limits=self.limits)
         output = self.output(trajectory, generate.seconds, generate.global_steps)
         log = log_path()
         if log is not None:
             append_episode(log, episode_record(task, trajectory, output))
         return output
-
-    def task(self, task_id: str) -> Task:
-        known = tasks(self.settings)
-        if task_id not in known:
-            raise UnknownNameError(f"{self.environment} task", task_id, known,
-                                   "Write the dataset with: agentrl verl dataset OUT_DIR")
-        return known[task_id]
 
     def output(self, trajectory: Trajectory, generate_seconds: float,
                global_steps: list[int] | None = None) -> AgentLoopOutput:
@@ -129,7 +112,7 @@ class EpisodeAgentLoop(AgentLoopBase):
         """
         steps = global_steps or [0]
         self.check_fits(trajectory)
-        keep = bool(self.algorithm.valid([trajectory.termination])[0])
+        keep = self.service.keeps(trajectory)
         verdict = trajectory.verdict
         return AgentLoopOutput(
             prompt_ids=trajectory.prompt_ids,
@@ -158,7 +141,7 @@ class EpisodeAgentLoop(AgentLoopBase):
             if len(ids) > limit:
                 raise ValueError(f"task {trajectory.task_id}: the episode's {part} has {len(ids)} tokens, more than "
                                  f"verl's {part}_length {limit}; set data.max_{part}_length to at least "
-                                 f"+agentrl.rollout.max_context_tokens ({self.limits.max_context_tokens})")
+                                 f"the recipe's rollout.max_context_tokens ({self.limits.max_context_tokens})")
 
 
 def episode_record(task: Task, trajectory: Trajectory, output: AgentLoopOutput) -> EpisodeRecord:

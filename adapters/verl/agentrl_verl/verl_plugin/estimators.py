@@ -4,9 +4,9 @@ verl calls ``fn(token_level_rewards, response_mask, config, index, ...)`` with
 ``config`` = ``config.algorithm``. The wrapper sums each row's rewards, hands the
 core estimator the group ids and the compact-filter flags (a row whose
 ``response_mask`` is all zero is a filtered one: the agent loop zeroes it), and
-broadcasts the advantages over the mask. ``masked_in_baseline`` is read from
-``+agentrl.advantage.masked_in_baseline`` at the config's root (the schema's
-default, true, without one: verl's own estimators behave so).
+broadcasts the advantages over the mask. ``advantage.masked_in_baseline`` is read from
+the recipe that ``+agentrl.recipe`` at the config's root names (without one, in a verl
+config of the user's own, the schema's default, true: verl's own estimators behave so).
 
 Row scale: verl 0.9.1's trainer divides the sequence-mean losses by every row of
 the mini-batch (``global_batch_size``), the core by the rows that keep a loss
@@ -26,9 +26,10 @@ from verl.trainer.ppo.core_algos import register_adv_est
 
 from agentrl_plugins.algorithms.aggregation import row_scale as core_row_scale
 from agentrl_plugins.plugins import get_plugin_manager
+from agentrl_plugins.recipe_schema import AdvantageSection
 
 from agentrl_verl.names import SEQUENCE_MEAN_MODES, estimator_name
-from agentrl_verl.settings import recipe_from_config, select
+from agentrl_verl.recipe_file import RECIPE_KEY, recipe_from_config, select
 
 
 def group_ids(index: Any) -> Tensor:
@@ -52,7 +53,8 @@ def verl_estimator(compute: Callable[..., Tensor]) -> Callable[..., tuple[Tensor
             raise ValueError("agentrl estimators need verl's group index (the 'uid' column)")
         rewards = token_level_rewards.sum(dim=-1)
         valid = response_mask.sum(dim=-1) > 0
-        masked_in_baseline = recipe_from_config(config).advantage.masked_in_baseline
+        masked_in_baseline = (recipe_from_config(config).advantage if select(config, RECIPE_KEY) is not None
+                              else AdvantageSection()).masked_in_baseline
         values = compute(rewards, group_ids(index).to(rewards.device), valid, masked_in_baseline=masked_in_baseline)
         scale = row_scale(select(config, "actor_rollout_ref.actor.loss_agg_mode"), valid)
         advantages = (values * scale).to(token_level_rewards.dtype).unsqueeze(-1) * response_mask

@@ -4,16 +4,14 @@ The launcher turns on verl's token IS with a threshold above exp(20)
 (``RAW_RATIO_THRESHOLD``), so verl hands the loss the untruncated ratios
 exp(clamp(old_log_prob - rollout_log_prob, -20, 20)) as ``rollout_is_weights``.
 The loss takes their log (the per-token log-ratio every core correction starts
-from), runs the core correction with the recipe's cap (carried in
-``policy_loss.rollout_correction.rollout_is_threshold``) and band (``"low_high"``
-in ``policy_loss.rollout_correction.rollout_rs_threshold``), and gives the core's
-weights to verl's own clipped surrogate, ``compute_policy_loss_vanilla``.
+from), runs the core correction with the recipe's cap and band (the run folder's
+``recipe.toml``, whose path the actor's policy-loss config carries:
+:mod:`agentrl_verl.recipe_file`), and gives the core's weights to verl's own
+clipped surrogate, ``compute_policy_loss_vanilla``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -22,23 +20,19 @@ from verl.trainer.ppo.core_algos import compute_policy_loss_vanilla, register_po
 
 from agentrl_plugins.algorithm import RecipeAlgorithm
 from agentrl_plugins.plugins import get_plugin_manager
-from agentrl_plugins.recipe import build_recipe
 
 from agentrl_verl.names import RAW_RATIO_THRESHOLD, policy_loss_name
+from agentrl_verl.recipe_file import recipe_from_actor_config
 
 
 def correction_algorithm(correction: str, config: Any) -> RecipeAlgorithm:
-    """The core correction ``correction`` with the cap and band carried in the actor's policy-loss config."""
-    carried = config.policy_loss.rollout_correction
-    if isinstance(carried, Mapping):  # appended with `+` to verl's config, it stays a plain mapping
-        carried = SimpleNamespace(**{"rollout_is_threshold": None, "rollout_rs_threshold": None, **carried})
-    section: dict[str, Any] = {"name": correction}
-    if carried.rollout_is_threshold is not None:
-        section["cap"] = float(carried.rollout_is_threshold)
-    if carried.rollout_rs_threshold is not None:
-        section["low"], section["high"] = (float(x) for x in str(carried.rollout_rs_threshold).split("_"))
-    return RecipeAlgorithm.from_recipe(build_recipe({"name": correction, "description": "policy loss",
-                                                     "correction": section}, origin=policy_loss_name(correction)))
+    """The recipe's algorithm for the policy loss of ``correction``, read from the path in the actor's config."""
+    recipe = recipe_from_actor_config(config)
+    if recipe.correction.name != correction:
+        raise ValueError(f"policy loss {policy_loss_name(correction)!r} runs correction {correction!r}, but the "
+                         f"recipe names {recipe.correction.name!r}: set actor_rollout_ref.actor.policy_loss.loss_mode="
+                         f"{policy_loss_name(recipe.correction.name)}")
+    return RecipeAlgorithm.from_recipe(recipe)
 
 
 def correct_raw_ratios(correction: str, config: Any, rollout_is_weights: Tensor, response_mask: Tensor) -> Any:

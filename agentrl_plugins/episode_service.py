@@ -1,0 +1,103 @@
+"""Episodes as a recipe sets them up, once for every framework: environment, tasks, verifier, limits, sampling, hooks.
+
+Each adapter builds one :class:`EpisodeService` from the recipe and supplies only its ``generate``
+(TRL's model, verl's server manager, OpenRLHF's engine); where a framework caps a limit or owns the
+sampling settings, it passes them in and the service applies them the same way everywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from agentrl_plugins.algorithm import RecipeAlgorithm
+from agentrl_plugins.chat import ChatCodec
+from agentrl_plugins.environment import EnvironmentSuite, VerifierFn, build_environment, close_environment
+from agentrl_plugins.episode import Generate, run_episode
+from agentrl_plugins.errors import UnknownNameError
+from agentrl_plugins.recipe_schema import EnvironmentSection, Recipe
+from agentrl_plugins.types import Limits, Sampling, Task, Trajectory
+from agentrl_plugins.verifiers import build_verifier
+
+
+@dataclass
+class EpisodeService:
+    """The recipe's episodes: one environment suite (its sandbox shared by every episode), its tasks by id,
+    the verifier, the limits and sampling, compact filtering, and the plugins' event hooks."""
+
+    recipe: Recipe
+    env: EnvironmentSuite
+    verifier: VerifierFn
+    algorithm: RecipeAlgorithm
+    hooks: Any = None
+    tasks: dict[str, Task] = field(default_factory=dict)
+
+    @classmethod
+    def from_recipe(cls, recipe: Recipe, plugin_manager: Any = None,
+                    environment: EnvironmentSection | None = None) -> EpisodeService:
+        """Build the recipe's environment (or ``environment``, a section naming another), verifier and filter."""
+        if plugin_manager is None:
+            from agentrl_plugins.plugins import get_plugin_manager
+
+            plugin_manager = get_plugin_manager()
+        env = build_environment(environment or recipe.environment, plugin_manager)
+        try:
+            verifier = build_verifier(recipe.verifier.names, recipe.verifier.combine, plugin_manager)
+            algorithm = RecipeAlgorithm.from_recipe(recipe, plugin_manager)
+        except Exception:
+            close_environment(env)
+            raise
+        return cls(recipe, env, verifier, algorithm, plugin_manager.hook, {task.id: task for task in env.tasks()})
+
+    @property
+    def environment_name(self) -> str:
+        return self.recipe.environment.name
+
+    def split(self, name: str) -> list[Task]:
+        """The tasks of split ``name`` (``environment.train_split`` or ``eval_split``), in the environment's order."""
+        return list(self.env.tasks(name))
+
+    def task(self, task_id: str, hint: str = "") -> Task:
+        """The task ``task_id``; an unknown id lists the close matches and ``hint`` (how to write the dataset)."""
+        if task_id not in self.tasks:
+            raise UnknownNameError(f"{self.environment_name} task", task_id, self.tasks, hint)
+        return self.tasks[task_id]
+
+    def limits(self, max_context_tokens: int | None = None) -> Limits:
+        """The recipe's limits; a framework's own context cap (``max_context_tokens``) lowers the budget."""
+        rollout = self.recipe.rollout
+        context = rollout.max_context_tokens if max_context_tokens is None else min(rollout.max_context_tokens,
+                                                                                     max_context_tokens)
+        return Limits(rollout.max_turns, context, rollout.max_new_tokens_per_turn, rollout.timeout_s)
+
+    def sampling(self, temperature: float | None = None, top_p: float | None = None,
+                 top_k: int | None = None) -> Sampling:
+        """The recipe's sampling, or the framework's own values where it owns them (its command line)."""
+        rollout = self.recipe.rollout
+        return Sampling(rollout.temperature if temperature is None else float(temperature),
+                        rollout.top_p if top_p is None else float(top_p),
+                        rollout.top_k if top_k is None else int(top_k), rollout.max_new_tokens_per_turn)
+
+    def codec(self, tokenizer: Any) -> ChatCodec:
+        """One chat codec per tokenizer, shared by a batch of episodes (it caches the system prompt's ids)."""
+        return ChatCodec(tokenizer, self.env.system_prompt)
+
+    async def play(self, task: Task, generate: Generate, tokenizer: Any, *, sampling: Sampling | None = None,
+                   limits: Limits | None = None, group_id: int = 0, policy_version: int = 0,
+                   codec: ChatCodec | None = None) -> Trajectory:
+        """One episode of ``task`` through the core runner, scored by the verifier, announced to the hooks."""
+        return await run_episode(self.env, task, generate, tokenizer, limits or self.limits(),
+                                 verifier=self.verifier, sampling=sampling or self.sampling(), group_id=group_id,
+                                 policy_version=policy_version, codec=codec, hooks=self.hooks)
+
+    def keeps(self, trajectory: Trajectory) -> bool:
+        """Whether ``trajectory`` keeps its loss tokens after the recipe's compact filtering."""
+        return bool(self.algorithm.valid([trajectory.termination])[0])
+
+    def close(self) -> None:
+        close_environment(self.env)
+
+
+def grouped(tasks: Sequence[Task], group_size: int) -> list[tuple[int, Task]]:
+    """``(group id, task)`` for ``group_size`` consecutive episodes of each task, in task order."""
+    return [(index // group_size, task) for index, task in enumerate(t for t in tasks for _ in range(group_size))]
