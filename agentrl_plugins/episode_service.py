@@ -31,6 +31,7 @@ class EpisodeService:
     algorithm: RecipeAlgorithm
     hooks: Any = None
     tasks: dict[str, Task] = field(default_factory=dict)
+    environment_name: str = ""
 
     @classmethod
     def from_recipe(cls, recipe: Recipe, plugin_manager: Any = None,
@@ -40,18 +41,16 @@ class EpisodeService:
             from agentrl_plugins.plugins import get_plugin_manager
 
             plugin_manager = get_plugin_manager()
-        env = build_environment(environment or recipe.environment, plugin_manager)
+        settings = environment or recipe.environment
+        env = build_environment(settings, plugin_manager)
         try:
             verifier = build_verifier(recipe.verifier.names, recipe.verifier.combine, plugin_manager)
             algorithm = RecipeAlgorithm.from_recipe(recipe, plugin_manager)
         except Exception:
             close_environment(env)
             raise
-        return cls(recipe, env, verifier, algorithm, plugin_manager.hook, {task.id: task for task in env.tasks()})
-
-    @property
-    def environment_name(self) -> str:
-        return self.recipe.environment.name
+        return cls(recipe, env, verifier, algorithm, plugin_manager.hook, {task.id: task for task in env.tasks()},
+                   settings.name)
 
     def split(self, name: str) -> list[Task]:
         """The tasks of split ``name`` (``environment.train_split`` or ``eval_split``), in the environment's order."""

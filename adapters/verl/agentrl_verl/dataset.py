@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from agentrl_plugins.environment import build_environment
+from agentrl_plugins.environment import build_environment, close_environment
 from agentrl_plugins.recipe_schema import EnvironmentSection
 
 from agentrl_verl.names import agent_loop_name
@@ -29,7 +29,7 @@ def task_rows(settings: EnvironmentSection) -> list[dict[str, Any]]:
                            "environment_options": json.dumps(settings.options, sort_keys=True)},
         } for index, task in enumerate(suite.tasks())]
     finally:
-        getattr(suite, "close", lambda: None)()
+        close_environment(suite)
 
 
 def write_dataset(out_dir: Path, settings: EnvironmentSection) -> dict[str, Path]:
