@@ -4,22 +4,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Mapping, Protocol, Sequence
 
 from agentrl_plugins.recipe_schema import Recipe
+from agentrl_plugins.user_config import Decided
 
 MappingStatus = Literal["native", "mapped", "injected", "patched", "approximated"]
 
 
 @dataclass(frozen=True)
 class ComponentMapping:
-    """How one recipe key reaches the framework, and how faithfully."""
+    """How one recipe key reaches the framework, and how faithfully.
+
+    ``native`` holds the framework settings this key decides, by name: an adapter declares each once, here,
+    and derives its native configuration from the rows (:func:`decided_settings`).
+    """
 
     key: str
     value: Any
     setting: str
     status: MappingStatus
     note: str = ""
+    native: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -40,6 +46,8 @@ class RunOptions:
     model: str | None = None
     resume: Path | None = None
     dry_run: bool = False
+    report_to: tuple[str, ...] = ()
+    """Experiment loggers by name (:data:`agentrl_plugins.loggers.LOGGERS`); empty for none."""
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -55,6 +63,19 @@ def correction_parameter_rows(recipe: Recipe, setting: str, status: MappingStatu
             ComponentMapping(f"correction.{key}", getattr(recipe.correction, key), "-", "native",
                              "unused by this correction")
             for key in CORRECTION_PARAMETERS]
+
+
+def decided_settings(mappings: Sequence[ComponentMapping], requirements: Sequence[Decided] = ()) -> list[Decided]:
+    """Every native setting the rows decide (with the recipe key that decides it), then the adapter's own
+    ``requirements``; a setting decided twice is a declaration error."""
+    decided = [Decided(name, value, f"{row.key}={row.value!r}")
+               for row in mappings for name, value in row.native.items()]
+    decided += list(requirements)
+    names = [setting.name for setting in decided]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ValueError(f"settings decided by more than one mapping row: {twice}")
+    return decided
 
 
 class FrameworkAdapter(Protocol):

@@ -18,6 +18,7 @@ from agentrl_plugins.compare.command import compare_command
 from agentrl_plugins.components import KINDS
 from agentrl_plugins.errors import AgentRLError, MissingAdapterError, RecipeError, UnknownNameError
 from agentrl_plugins.frameworks import install_hint, known_frameworks, python_of
+from agentrl_plugins.loggers import parse_loggers
 from agentrl_plugins.plugins import PluginManager, get_plugin_manager
 from agentrl_plugins.recipe import default_profile, load_recipe, parse_overrides, recipe_to_dict
 from agentrl_plugins.recipe_schema import SECTIONS, Recipe
@@ -43,7 +44,17 @@ def _table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
 
 def plugins_command(as_json: bool = JsonOption) -> None:
     """List every component and plugin: kind, name, description, distribution, status."""
-    manager = get_plugin_manager()
+    rows = plugin_rows(get_plugin_manager())
+    if as_json:
+        _print_json(rows)
+        return
+    columns = ["kind", "name", "description", "distribution", "status"]
+    console.print(_table("agentrl plugins", columns, [[row[c] for c in columns] for row in rows]))
+
+
+def plugin_rows(manager: PluginManager) -> list[dict[str, Any]]:
+    """One row per registered component; one per plugin that registers none but implements event hooks
+    (kind ``hooks``); one per plugin that failed to load."""
     infos = {info.name: info for info in manager.plugin_table()}
     rows = []
     for kind in KINDS:
@@ -51,15 +62,16 @@ def plugins_command(as_json: bool = JsonOption) -> None:
             rows.append({"kind": kind, "name": entry.record.name, "description": entry.record.description,
                          "distribution": entry.distribution, "plugin": entry.plugin,
                          "status": infos[entry.plugin].status})
+    registering = {row["plugin"] for row in rows}
     for info in infos.values():
         if info.status != "ok":
             rows.append({"kind": "plugin", "name": info.name, "description": info.error or info.entry_point,
                          "distribution": info.distribution, "plugin": info.name, "status": info.status})
-    if as_json:
-        _print_json(rows)
-        return
-    columns = ["kind", "name", "description", "distribution", "status"]
-    console.print(_table("agentrl plugins", columns, [[row[c] for c in columns] for row in rows]))
+        elif info.name not in registering:
+            hooks = sorted(caller.name for caller in manager.get_hookcallers(manager.get_plugin(info.name)) or [])
+            rows.append({"kind": "hooks", "name": info.name, "description": f"implements {', '.join(hooks)}",
+                         "distribution": info.distribution, "plugin": info.name, "status": info.status})
+    return rows
 
 
 recipes_app = typer.Typer(help="List and inspect recipes.", no_args_is_help=True)
@@ -151,8 +163,11 @@ def run_command(
     out: Optional[Path] = typer.Option(None, help="Run folder."),
     resume: Optional[Path] = typer.Option(None, help="Continue the run in this folder from its last checkpoint."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print what would run, run nothing."),
+    report_to: str = typer.Option("none", "--report-to",
+                                  help="Experiment loggers, comma-separated: tensorboard, wandb, trackio or none."),
 ) -> None:
     """Run a recipe through a framework adapter, or resume a run folder."""
+    loggers = parse_loggers(report_to)
     manager = get_plugin_manager()
     if resume is not None:
         run = RunDir(resume)
@@ -172,7 +187,7 @@ def run_command(
         for component in names:
             manager.get(kind, component)
     adapter = _adapter(framework)
-    adapter.run(recipe, RunOptions(run_dir=out, model=model, resume=resume, dry_run=dry_run))
+    adapter.run(recipe, RunOptions(run_dir=out, model=model, resume=resume, dry_run=dry_run, report_to=loggers))
 
 
 def build_app(manager: PluginManager | None = None) -> typer.Typer:

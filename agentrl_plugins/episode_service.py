@@ -14,7 +14,7 @@ from agentrl_plugins.algorithm import RecipeAlgorithm
 from agentrl_plugins.chat import ChatCodec
 from agentrl_plugins.environment import EnvironmentSuite, VerifierFn, build_environment, close_environment
 from agentrl_plugins.episode import Generate, run_episode
-from agentrl_plugins.errors import UnknownNameError
+from agentrl_plugins.errors import RecipeError, UnknownNameError
 from agentrl_plugins.recipe_schema import EnvironmentSection, Recipe
 from agentrl_plugins.types import Limits, Sampling, Task, Trajectory
 from agentrl_plugins.verifiers import build_verifier
@@ -32,6 +32,7 @@ class EpisodeService:
     hooks: Any = None
     tasks: dict[str, Task] = field(default_factory=dict)
     environment_name: str = ""
+    closed: bool = False
 
     @classmethod
     def from_recipe(cls, recipe: Recipe, plugin_manager: Any = None,
@@ -44,6 +45,8 @@ class EpisodeService:
         settings = environment or recipe.environment
         env = build_environment(settings, plugin_manager)
         try:
+            if environment is None:
+                check_enough_tasks(recipe, env)
             verifier = build_verifier(recipe.verifier.names, recipe.verifier.combine, plugin_manager)
             algorithm = RecipeAlgorithm.from_recipe(recipe, plugin_manager)
         except Exception:
@@ -94,7 +97,22 @@ class EpisodeService:
         return bool(self.algorithm.valid([trajectory.termination])[0])
 
     def close(self) -> None:
-        close_environment(self.env)
+        """Release the environment's resources; a second call does nothing."""
+        if not self.closed:
+            self.closed = True
+            close_environment(self.env)
+
+
+def check_enough_tasks(recipe: Recipe, env: EnvironmentSuite) -> None:
+    """A step draws ``rollout.tasks_per_step`` distinct train tasks: a smaller train split is an error, not a run
+    that stops at step 0."""
+    split = recipe.environment.train_split
+    count = len(list(env.tasks(split)))
+    wanted = recipe.rollout.tasks_per_step
+    if count < wanted:
+        raise RecipeError(f"recipe {recipe.name!r}: rollout.tasks_per_step = {wanted}, but environment "
+                          f"{recipe.environment.name!r} has {count} tasks in split {split!r}. Lower it "
+                          f"(-o rollout.tasks_per_step={max(count, 1)}) or give the environment more tasks.")
 
 
 def grouped(tasks: Sequence[Task], group_size: int) -> list[tuple[int, Task]]:

@@ -25,7 +25,11 @@ def read_toml(path: Path) -> dict[str, Any]:
 
 
 def resolve_raw(name_or_path: str, find: typing.Callable[[str], Path], _seen: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The recipe's raw table with every ``extends`` parent merged beneath it."""
+    """The recipe's raw table with every ``extends`` parent merged beneath it.
+
+    A recipe that names another environment than its parent does not inherit the parent's profiles: they
+    were tuned for the parent's environment, whose options they may set.
+    """
     path = Path(name_or_path) if name_or_path.endswith(".toml") else find(name_or_path)
     raw = read_toml(path)
     parent = raw.get("extends")
@@ -36,7 +40,14 @@ def resolve_raw(name_or_path: str, find: typing.Callable[[str], Path], _seen: tu
     if parent in _seen + (raw.get("name"),):
         raise RecipeError(f"{path}: recipe extends itself through {' -> '.join(_seen + (parent,))}")
     base = resolve_raw(parent, find, _seen + (raw.get("name", str(path)),))
+    if _environment_name(raw) not in (None, _environment_name(base)):
+        base.pop("profiles", None)
     return _deep_merge(base, raw)
+
+
+def _environment_name(raw: dict[str, Any]) -> Any:
+    section = raw.get("environment")
+    return section.get("name") if isinstance(section, dict) else None
 
 
 def _deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:

@@ -36,5 +36,6 @@ ensure_core_env() {
 }
 
 ensure_trl_env() {
-    ensure_env trl -e ".[test,report,hf]" -e envs/bugfix_gym -e "models/tinyagent[warmstart]" -e adapters/trl hatchling editables
+    ensure_env trl -e ".[test,report,hf]" -e envs/bugfix_gym -e "models/tinyagent[warmstart]" -e adapters/trl tensorboard \
+        hatchling editables
 }

@@ -34,3 +34,16 @@ class StepMetrics:
 
 
 METRIC_NAMES = tuple(f.name for f in fields(StepMetrics))
+
+
+LOGGED_PREFIX = "agentrl/"
+
+
+def logged_figures(row: StepMetrics) -> dict[str, float]:
+    """The row as the scalars every framework's logger receives (TensorBoard, W&B, ...): each figure the row
+    has as ``agentrl/<name>``, and for a training step ``agentrl/no_gradient`` (1.0 when no loss token was left)."""
+    figures = {f"{LOGGED_PREFIX}{name}": float(value) for name, value in row.to_dict().items()
+               if name != "step" and value is not None}
+    if row.train_reward is not None:
+        figures[f"{LOGGED_PREFIX}no_gradient"] = float(row.policy_tokens == 0)
+    return figures

@@ -61,3 +61,23 @@ def test_run_without_the_adapter_names_the_distribution(monkeypatch):
     result = agentrl("run", "grpo", "--framework", "openrlhf", "--advantage", "rloo")
     assert result.returncode == 2
     assert "pip install agentrl-openrlhf" in " ".join(result.stderr.split())
+
+
+def test_a_plugin_with_only_event_hooks_is_listed_with_its_hooks(fake_distribution):
+    from agentrl_plugins.cli import plugin_rows
+    from agentrl_plugins.plugins import PluginManager
+
+    fake_distribution("fake-hooks", {"logger": """
+        from agentrl_plugins import hookimpl
+
+        @hookimpl
+        def agentrl_step_end(step, metrics):
+            pass
+
+        @hookimpl
+        def agentrl_episode_end(trajectory):
+            pass
+    """})
+    rows = [row for row in plugin_rows(PluginManager()) if row["distribution"] == "fake-hooks"]
+    assert rows == [{"kind": "hooks", "name": "logger", "description": "implements agentrl_episode_end, "
+                     "agentrl_step_end", "distribution": "fake-hooks", "plugin": "logger", "status": "ok"}]

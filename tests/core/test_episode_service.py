@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from agentrl_plugins.episode_service import EpisodeService, grouped
-from agentrl_plugins.errors import UnknownNameError
+from agentrl_plugins.errors import RecipeError, UnknownNameError
 from agentrl_plugins.recipe import load_recipe
 from agentrl_plugins.testing import ByteChatTokenizer, ScriptedGenerate
 from agentrl_plugins.types import Limits, Sampling
@@ -55,3 +55,18 @@ def test_play_scores_with_the_recipes_verifier_and_keeps_applies_compact_filteri
 def test_groups_are_consecutive_episodes_of_each_task(service):
     clamp, span = service.task("clamp"), service.task("span")
     assert grouped([clamp, span], 2) == [(0, clamp), (0, clamp), (1, span), (1, span)]
+
+
+def test_more_tasks_per_step_than_train_tasks_is_a_clear_error_before_any_episode():
+    recipe = load_recipe("grpo", {"rollout.tasks_per_step": 10_000})
+    with pytest.raises(RecipeError, match=r"tasks_per_step = 10000, but environment 'bugfix' has \d+ tasks in "
+                                          r"split 'train'.*-o rollout.tasks_per_step=\d+"):
+        EpisodeService.from_recipe(recipe)
+
+
+def test_closing_twice_closes_the_environment_once(service, monkeypatch):
+    calls = []
+    monkeypatch.setattr(service.env, "close", lambda: calls.append(1))
+    service.close()
+    service.close()
+    assert calls == [1]

@@ -138,3 +138,12 @@ def test_the_schema_names_no_component_so_a_runnable_recipe_must(tmp_path):
     with pytest.raises(RecipeError, match=r"environment.name must name an environment; .*extends = \"grpo\""):
         load_recipe(str(tmp_path / "bare.toml"))
     assert load_recipe("grpo").environment.name == "bugfix"
+
+
+def test_a_recipe_for_another_environment_does_not_inherit_its_parents_profiles(tmp_path):
+    (tmp_path / "other.toml").write_text('name = "other"\ndescription = "d"\nextends = "grpo"\n'
+                                         '[environment]\nname = "arithmetic"\n')
+    (tmp_path / "same.toml").write_text('name = "same"\ndescription = "d"\nextends = "grpo"\n'
+                                        '[loss]\nclip_high = 0.3\n')
+    assert load(str(tmp_path / "other.toml")).profiles == {}
+    assert load(str(tmp_path / "same.toml")).profiles.keys() == load("grpo").profiles.keys() == {"laptop"}

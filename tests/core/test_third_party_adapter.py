@@ -42,7 +42,7 @@ def test_recipes_show_maps_a_recipe_onto_the_toy_framework(toy_python):
     config = json.loads(done.stdout)
     assert config["framework"] == "toy" and config["command"][:2] == ["toyrl", "train"]
     assert {"key": "loss.clip_high", "value": 0.2, "setting": "--loss-clip_high", "status": "native",
-            "note": ""} in config["mappings"]
+            "note": "", "native": {}} in config["mappings"]
 
 
 def test_compare_parity_runs_the_toy_side_in_its_own_environment(toy_python, tmp_path):

@@ -20,8 +20,8 @@ from agentrl_plugins.runs.rundir import RunDir
 
 import agentrl_trl.runner as runner
 from agentrl_tinyagent.model import build_model
+from agentrl_trl.build import agent_trainer
 from agentrl_trl.rollout import step_seed
-from agentrl_trl.runner import build_trainer
 from bugfix_gym import policies
 from bugfix_gym.families import FAMILIES
 
@@ -40,7 +40,7 @@ def make_trainer(tmp_path, model, tokenizer, generator, **overrides):
     recipe = load_recipe("deepswe_grpopp", settings, "laptop")
     run = RunDir(tmp_path / "run")
     run.create(recipe, "trl")
-    trainer = build_trainer(recipe, model, tokenizer, run, generator)
+    trainer = agent_trainer(recipe, model, tokenizer, run_dir=run, generator=generator)
     trainer.current_gradient_accumulation_steps = 1  # set by Trainer.train(); these tests call compute_loss directly
     return trainer, run
 
@@ -169,23 +169,25 @@ def test_resume_after_an_interruption_matches_an_uninterrupted_run(tmp_path, tok
     every_family = {family.name: [policies.solver(family), policies.hacker(family), STALL, policies.solver(family)]
                     for family in FAMILIES}
     monkeypatch.setattr(runner, "load_policy", lambda path: (build_model(tokenizer, 0), tokenizer))
-    monkeypatch.setattr(runner, "_generator_factory", lambda tok: scripted(every_family))
+    monkeypatch.setattr(runner, "hf_generator_factory", lambda tok: scripted(every_family))
     recipe = load_recipe("deepswe_grpopp", {"rollout.group_size": 4, "rollout.tasks_per_step": 2, "train.steps": 3,
                                             "train.eval_every": 1, "train.eval_episodes_per_task": 1,
                                             "optim.lr": 1e-3}, "laptop")
     runner.run(recipe, RunOptions(run_dir=tmp_path / "whole"))
-    build = runner.build_trainer
+    build = runner.agent_trainer
 
     def interrupted(*args, **kwargs):
         trainer = build(*args, **kwargs)
         trainer.add_callback(InterruptAt(2))
         return trainer
 
-    monkeypatch.setattr(runner, "build_trainer", interrupted)
+    monkeypatch.setattr(runner, "agent_trainer", interrupted)
     with pytest.raises(SystemExit):
         runner.run(recipe, RunOptions(run_dir=tmp_path / "cut"))
-    assert [r.step for r in RunDir(tmp_path / "cut").read_metrics()] == [0, 1]
-    monkeypatch.setattr(runner, "build_trainer", build)
+    # step 2 ran and was recorded, but interrupted before its checkpoint: the resume drops its row and reruns it
+    assert [r.step for r in RunDir(tmp_path / "cut").read_metrics()] == [0, 1, 2]
+    assert runner.latest_checkpoint(RunDir(tmp_path / "cut")).name == "checkpoint-1"
+    monkeypatch.setattr(runner, "agent_trainer", build)
     runner.run(recipe, RunOptions(resume=tmp_path / "cut"))
 
     def without_seconds(folder):
@@ -200,19 +202,19 @@ def test_resume_after_an_interruption_matches_an_uninterrupted_run(tmp_path, tok
 def test_lora_trains_only_the_adapter_and_saves_merged_weights(tmp_path, tokenizer, scripted, monkeypatch):
     every_family = {family.name: [policies.solver(family), STALL] for family in FAMILIES}
     monkeypatch.setattr(runner, "load_policy", lambda path: (build_model(tokenizer, 0), tokenizer))
-    monkeypatch.setattr(runner, "_generator_factory", lambda tok: scripted(every_family))
+    monkeypatch.setattr(runner, "hf_generator_factory", lambda tok: scripted(every_family))
     recipe = load_recipe("deepswe_grpopp", {"rollout.group_size": 2, "rollout.tasks_per_step": 2, "train.steps": 1,
                                             "train.eval_every": 1, "train.eval_episodes_per_task": 1,
                                             "optim.lr": 1e-2, "train.lora": True}, "laptop")
     trainable = set()
-    build = runner.build_trainer
+    build = runner.agent_trainer
 
     def keep(*args, **kwargs):
         trainer = build(*args, **kwargs)
         trainable.update(name for name, p in trainer.model.named_parameters() if p.requires_grad)
         return trainer
 
-    monkeypatch.setattr(runner, "build_trainer", keep)
+    monkeypatch.setattr(runner, "agent_trainer", keep)
     folder = runner.run(recipe, RunOptions(run_dir=tmp_path / "lora"))
     assert trainable and all("lora_" in name for name in trainable)
     initial = build_model(tokenizer, 0).state_dict()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from agentrl_plugins.adapter import FrameworkConfig, RunOptions
 from agentrl_plugins.errors import AgentRLError
+from agentrl_plugins.loggers import refuse_loggers
 from agentrl_plugins.models import run_model
 from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.runs.rundir import RunDir
@@ -23,6 +24,7 @@ class OpenRLHFAdapter:
         return describe(recipe, run_paths(run, run_model(recipe, None, prepare=False)), choose_backend())
 
     def run(self, recipe: Recipe, options: RunOptions) -> Path | None:
+        refuse_loggers(FRAMEWORK, options.report_to)
         if options.resume is not None:
             raise AgentRLError("--resume is not supported for openrlhf runs; OpenRLHF resumes from its checkpoints "
                                "with --ckpt.load_enable")

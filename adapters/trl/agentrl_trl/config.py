@@ -8,12 +8,14 @@ still carry tokens after compact filtering).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from agentrl_plugins.adapter import ComponentMapping, FrameworkConfig, correction_parameter_rows
+from agentrl_plugins.adapter import ComponentMapping, FrameworkConfig, correction_parameter_rows, decided_settings
 from agentrl_plugins.algorithms.aggregation import TrainerDivisor
 from agentrl_plugins.recipe_schema import Recipe
+from agentrl_plugins.user_config import Decided, SettingChange, reconcile, same
 
 
 @dataclass(frozen=True)
@@ -33,54 +35,43 @@ LOSS_TYPES = {
 }
 
 
-def lr_scheduler_settings(recipe: Recipe) -> dict[str, Any]:
-    """Transformers' scheduler for the recipe's: ``constant``, or ``cosine_with_min_lr`` down to ``min_lr_ratio``."""
-    if recipe.optim.lr_schedule == "constant":
-        return {"lr_scheduler_type": "constant"}
-    return {"lr_scheduler_type": "cosine_with_min_lr",
-            "lr_scheduler_kwargs": {"min_lr_rate": recipe.optim.min_lr_ratio}}
-
-
-def grpo_config_kwargs(recipe: Recipe) -> dict[str, Any]:
-    """``GRPOConfig`` keyword arguments for the recipe (output and logging settings come from the runner)."""
-    loss = LOSS_TYPES[recipe.loss.aggregation]
-    rollout = recipe.rollout
-    batch = rollout.group_size * rollout.tasks_per_step
-    return {
-        "loss_type": loss.loss_type,
-        "epsilon": recipe.loss.clip_low,
-        "epsilon_high": recipe.loss.clip_high,
-        "beta": recipe.loss.kl_coef,
-        "entropy_coef": recipe.loss.entropy_coef,
-        "num_generations": rollout.group_size,
-        "per_device_train_batch_size": batch,
-        "gradient_accumulation_steps": 1,
-        "steps_per_generation": 1,
-        "num_iterations": recipe.optim.updates_per_step,
-        "max_completion_length": recipe.loss.norm_constant or rollout.max_context_tokens,
-        "temperature": rollout.temperature,
-        "top_p": rollout.top_p,
-        "top_k": max(rollout.top_k, 0),
-        "learning_rate": recipe.optim.lr,
-        **lr_scheduler_settings(recipe),
-        "adam_beta1": recipe.optim.betas[0],
-        "adam_beta2": recipe.optim.betas[1],
-        "weight_decay": recipe.optim.weight_decay,
-        "max_grad_norm": recipe.optim.max_grad_norm,
-        "max_steps": recipe.train.steps,
-        "seed": recipe.train.seed,
-        "scale_rewards": "none",
-        "mask_truncated_completions": False,
-        "vllm_importance_sampling_correction": False,
-    }
+REQUIREMENTS = (
+    Decided("gradient_accumulation_steps", 1, "adapter: one micro-batch per step, so the row scale is the batch's"),
+    Decided("steps_per_generation", 1, "adapter: each step trains on the episodes it just played"),
+    Decided("scale_rewards", "none", "adapter: the recipe's estimator gives the advantages"),
+    Decided("mask_truncated_completions", False, "adapter: compact filtering decides which episodes are masked"),
+    Decided("vllm_importance_sampling_correction", False, "adapter: the recipe's correction replaces TRL's"),
+    Decided("logging_steps", 1, "adapter: metrics.jsonl and the logged agentrl figures have one row per step"),
+)
 
 
 def describe(recipe: Recipe) -> FrameworkConfig:
-    """The GRPOConfig plus one row per recipe component: native, mapped or injected."""
-    kwargs = grpo_config_kwargs(recipe)
+    """The GRPOConfig and one row per recipe key, both from :func:`mappings`."""
+    rows = mappings(recipe)
+    return FrameworkConfig("trl", {"GRPOConfig": grpo_config_kwargs(recipe, rows)}, rows)
+
+
+def grpo_config_kwargs(recipe: Recipe, rows: list[ComponentMapping] | None = None) -> dict[str, Any]:
+    """The ``GRPOConfig`` keyword arguments the recipe and the adapter decide (output and logging stay yours)."""
+    return {setting.name: setting.value for setting in decided(recipe, rows) if setting.passed}
+
+
+def decided(recipe: Recipe, rows: list[ComponentMapping] | None = None) -> list[Decided]:
+    """Every GRPOConfig setting the recipe's rows and the adapter's requirements decide."""
+    batch = recipe.rollout.group_size * recipe.rollout.tasks_per_step
+    derived = Decided("generation_batch_size", batch, "adapter: TRL derives it; one generation per step",
+                      passed=False)
+    return decided_settings(mappings(recipe) if rows is None else rows, [*REQUIREMENTS, derived])
+
+
+def mappings(recipe: Recipe) -> list[ComponentMapping]:
+    """One row per recipe key: how it reaches TRL, and the GRPOConfig settings it decides (``native``)."""
     loss = LOSS_TYPES[recipe.loss.aggregation]
     r, loss_section, o = recipe.rollout, recipe.loss, recipe.optim
-    rows = [
+    batch = r.group_size * r.tasks_per_step
+    max_completion = loss_section.norm_constant or r.max_context_tokens
+    cosine = o.lr_schedule != "constant"
+    return [
         ComponentMapping("advantage.estimator", recipe.advantage.estimator, "_generate_and_score_completions",
                          "injected", "the core estimator replaces TRL's advantages (scale_rewards='none' unused)"),
         ComponentMapping("advantage.masked_in_baseline", recipe.advantage.masked_in_baseline, "(core estimator)",
@@ -88,20 +79,24 @@ def describe(recipe: Recipe) -> FrameworkConfig:
         ComponentMapping("loss.aggregation", loss_section.aggregation, f"loss_type={loss.loss_type!r}",
                          "native" if loss.scale == "1" else "injected",
                          "" if loss.scale == "1" else f"exact: advantages scaled by {loss.scale} "
-                                                      "(B rows, R rows with loss tokens)"),
-        ComponentMapping("loss.norm_constant", loss_section.norm_constant,
-                         f"max_completion_length={kwargs['max_completion_length']}",
+                                                      "(B rows, R rows with loss tokens)",
+                         native={"loss_type": loss.loss_type}),
+        ComponentMapping("loss.norm_constant", loss_section.norm_constant, f"max_completion_length={max_completion}",
                          "mapped" if loss_section.aggregation == "seq-mean-token-sum-norm" else "native",
-                         "only the dr_grpo loss reads it"),
-        ComponentMapping("loss.clip_low", loss_section.clip_low, "epsilon", "native"),
-        ComponentMapping("loss.clip_high", loss_section.clip_high, "epsilon_high", "native"),
+                         "only the dr_grpo loss reads it; else the context budget",
+                         native={"max_completion_length": max_completion}),
+        ComponentMapping("loss.clip_low", loss_section.clip_low, "epsilon", "native",
+                         native={"epsilon": loss_section.clip_low}),
+        ComponentMapping("loss.clip_high", loss_section.clip_high, "epsilon_high", "native",
+                         native={"epsilon_high": loss_section.clip_high}),
         ComponentMapping("loss.clip_c", loss_section.clip_c, "-",
                          "approximated" if loss_section.clip_c is not None else "native",
                          "TRL has no dual clip: it binds only where A < 0 and the ratio exceeds clip_c, which one "
                          "on-policy update per step never reaches"
                          if loss_section.clip_c is not None else "no dual clip"),
-        ComponentMapping("loss.kl_coef", loss_section.kl_coef, "beta", "native"),
-        ComponentMapping("loss.entropy_coef", loss_section.entropy_coef, "entropy_coef", "native"),
+        ComponentMapping("loss.kl_coef", loss_section.kl_coef, "beta", "native", native={"beta": loss_section.kl_coef}),
+        ComponentMapping("loss.entropy_coef", loss_section.entropy_coef, "entropy_coef", "native",
+                         native={"entropy_coef": loss_section.entropy_coef}),
         ComponentMapping("correction.name", recipe.correction.name, "advantages (B, T)", "injected",
                          "per-token weights from the sampler's log-probs folded into the advantages; "
                          "TRL's own IS correction (vLLM only) is switched off"),
@@ -110,26 +105,37 @@ def describe(recipe: Recipe) -> FrameworkConfig:
         ComponentMapping("filtering.reasons", recipe.filtering.reasons, "tool_mask rows zeroed", "injected",
                          "the terminations compact filtering masks"),
         *correction_parameter_rows(recipe, "advantages (B, T)", "injected"),
-        ComponentMapping("rollout.group_size", r.group_size, "num_generations", "native"),
-        ComponentMapping("rollout.tasks_per_step", r.tasks_per_step,
-                         f"per_device_train_batch_size={kwargs['per_device_train_batch_size']}", "mapped",
-                         "group_size x tasks_per_step episodes, one micro-batch"),
-        ComponentMapping("rollout.temperature", r.temperature, "temperature", "native"),
-        ComponentMapping("rollout.top_p", r.top_p, "top_p", "native"),
-        ComponentMapping("rollout.top_k", r.top_k, "top_k", "native"),
+        ComponentMapping("rollout.group_size", r.group_size, "num_generations", "native",
+                         native={"num_generations": r.group_size}),
+        ComponentMapping("rollout.tasks_per_step", r.tasks_per_step, f"per_device_train_batch_size={batch}", "mapped",
+                         "group_size x tasks_per_step episodes, one micro-batch",
+                         native={"per_device_train_batch_size": batch}),
+        ComponentMapping("rollout.temperature", r.temperature, "temperature", "native",
+                         native={"temperature": r.temperature}),
+        ComponentMapping("rollout.top_p", r.top_p, "top_p", "native", native={"top_p": r.top_p}),
+        ComponentMapping("rollout.top_k", r.top_k, "top_k", "native", "TRL's 0 is the recipe's -1 (no top-k)",
+                         native={"top_k": max(r.top_k, 0)}),
         ComponentMapping("rollout.max_turns", r.max_turns, "rollout_func", "injected", "core episode runner limits"),
         ComponentMapping("rollout.max_context_tokens", r.max_context_tokens, "rollout_func", "injected"),
         ComponentMapping("rollout.max_new_tokens_per_turn", r.max_new_tokens_per_turn, "rollout_func", "injected"),
         ComponentMapping("rollout.timeout_s", r.timeout_s, "rollout_func", "injected"),
-        ComponentMapping("optim.lr", o.lr, "learning_rate", "native", "no warm-up (warmup_steps=0, TRL's default)"),
-        ComponentMapping("optim.lr_schedule", o.lr_schedule, f"lr_scheduler_type={kwargs['lr_scheduler_type']!r}",
-                         "native", "TRL's own default, linear decay to 0, is not used"),
+        ComponentMapping("optim.lr", o.lr, "learning_rate", "native", "no warm-up (warmup_steps=0, TRL's default)",
+                         native={"learning_rate": o.lr}),
+        ComponentMapping("optim.lr_schedule", o.lr_schedule,
+                         f"lr_scheduler_type={'cosine_with_min_lr' if cosine else 'constant'!r}", "native",
+                         "TRL's own default, linear decay to 0, is not used",
+                         native={"lr_scheduler_type": "cosine_with_min_lr" if cosine else "constant"}),
         ComponentMapping("optim.min_lr_ratio", o.min_lr_ratio, "lr_scheduler_kwargs.min_lr_rate", "native",
-                         "only the cosine schedule reads it"),
-        ComponentMapping("optim.betas", o.betas, "adam_beta1, adam_beta2", "native"),
-        ComponentMapping("optim.weight_decay", o.weight_decay, "weight_decay", "native"),
-        ComponentMapping("optim.max_grad_norm", o.max_grad_norm, "max_grad_norm", "native"),
-        ComponentMapping("optim.updates_per_step", o.updates_per_step, "num_iterations", "mapped"),
+                         "only the cosine schedule reads it",
+                         native={"lr_scheduler_kwargs": {"min_lr_rate": o.min_lr_ratio}} if cosine else {}),
+        ComponentMapping("optim.betas", o.betas, "adam_beta1, adam_beta2", "native",
+                         native={"adam_beta1": o.betas[0], "adam_beta2": o.betas[1]}),
+        ComponentMapping("optim.weight_decay", o.weight_decay, "weight_decay", "native",
+                         native={"weight_decay": o.weight_decay}),
+        ComponentMapping("optim.max_grad_norm", o.max_grad_norm, "max_grad_norm", "native",
+                         native={"max_grad_norm": o.max_grad_norm}),
+        ComponentMapping("optim.updates_per_step", o.updates_per_step, "num_iterations", "mapped",
+                         native={"num_iterations": o.updates_per_step}),
         ComponentMapping("verifier.names", recipe.verifier.names, "reward_funcs", "injected",
                          "the recipe's verifier scores each episode inside rollout_func"),
         ComponentMapping("verifier.combine", recipe.verifier.combine, "rollout_func", "injected",
@@ -141,8 +147,9 @@ def describe(recipe: Recipe) -> FrameworkConfig:
         ComponentMapping("environment.name", recipe.environment.name, "rollout_func", "injected"),
         ComponentMapping("environment.options", recipe.environment.options, "rollout_func", "injected",
                          "keyword arguments of the environment's factory"),
-        ComponentMapping("train.steps", recipe.train.steps, "max_steps", "native"),
-        ComponentMapping("train.seed", recipe.train.seed, "seed", "native"),
+        ComponentMapping("train.steps", recipe.train.steps, "max_steps", "native",
+                         native={"max_steps": recipe.train.steps}),
+        ComponentMapping("train.seed", recipe.train.seed, "seed", "native", native={"seed": recipe.train.seed}),
         ComponentMapping("train.eval_every", recipe.train.eval_every, "RunRecorder", "injected",
                          "held-out evaluation every N steps and at the last"),
         ComponentMapping("train.eval_episodes_per_task", recipe.train.eval_episodes_per_task, "RunRecorder",
@@ -154,4 +161,33 @@ def describe(recipe: Recipe) -> FrameworkConfig:
         ComponentMapping("train.lora_rank", recipe.train.lora_rank, "LoraConfig.r", "native"),
         ComponentMapping("train.lora_alpha", recipe.train.lora_alpha, "LoraConfig.lora_alpha", "native"),
     ]
-    return FrameworkConfig("trl", {"GRPOConfig": kwargs}, rows)
+
+
+def grpo_config(recipe: Recipe, args: Any = None, **open_settings: Any) -> tuple[Any, list[SettingChange]]:
+    """Your ``GRPOConfig`` with the recipe applied by the rule of :mod:`agentrl_plugins.user_config`, and the
+    settings it changed. Without ``args``, TRL's defaults with ``open_settings`` (output, logging, precision).
+
+    Raises :class:`~agentrl_plugins.user_config.ConfigConflictError` naming every setting you chose that the
+    recipe decides otherwise.
+    """
+    from trl import GRPOConfig
+
+    if args is None:
+        args = GRPOConfig(**open_settings)
+    elif open_settings:
+        raise TypeError("pass your settings in your GRPOConfig, or pass no GRPOConfig; not both")
+    config_type = type(args)
+    base = {"output_dir": args.output_dir, "use_cpu": args.use_cpu}
+    defaults = config_type(**base)
+    settings = decided(recipe)
+    names = {setting.name for setting in settings}
+    changes = reconcile(settings, {n: getattr(args, n) for n in names}, {n: getattr(defaults, n) for n in names},
+                        where=config_type.__name__, recipe=recipe.name, remedy=CONFLICT_REMEDY)
+    kept = base | {f.name: getattr(args, f.name) for f in dataclasses.fields(args)
+                   if f.init and f.name not in names and not same(getattr(args, f.name), getattr(defaults, f.name))}
+    return config_type(**kept, **{s.name: s.value for s in settings if s.passed}), changes
+
+
+CONFLICT_REMEDY = ("Leave these settings out of your GRPOConfig to take the recipe's values, or change the recipe "
+                   "to yours (load_recipe(name, {'optim.lr': 1e-5}), or agentrl run -o optim.lr=1e-5). Settings "
+                   "marked 'adapter' are what this adapter needs whatever the recipe.")

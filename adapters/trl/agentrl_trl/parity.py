@@ -1,6 +1,6 @@
 """TRL's side of ``agentrl compare --parity``: the batch through the adapter's trainer and TRL's own loss.
 
-``build_trainer`` makes the real ``AgentGRPOTrainer`` (TRL's ``GRPOTrainer`` with the adapter's
+``agent_trainer`` makes the real ``AgentGRPOTrainer`` (TRL's ``GRPOTrainer`` with the adapter's
 ``GRPOConfig`` mapping) around a small locally built model (its forward pass is replaced). Two seams stand in for what a
 recorded batch replaces: TRL's generation and scoring step (``GRPOTrainer._generate_and_score_completions``)
 returns the batch's tensors, and the model's forward pass (``_get_per_token_logps_and_entropies``)
@@ -29,8 +29,8 @@ from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.runs.rundir import RunDir
 from agentrl_plugins.types import Trajectory, Verdict
 
+from agentrl_trl.build import agent_trainer, hf_generator_factory
 from agentrl_trl.config import describe
-from agentrl_trl.runner import _generator_factory, build_trainer
 
 BY_DESIGN = {"loss.clip_c": (None, "TRL 1.16 has no dual clip: its loss is the plain clipped surrogate where "
                                    "A < 0 and the ratio exceeds clip_c")}
@@ -95,7 +95,8 @@ def compute(recipe: Recipe, batch: ParityBatch) -> ParityResult:
     with tempfile.TemporaryDirectory() as folder:
         run = RunDir(Path(folder) / "run")
         run.create(recipe, "trl")
-        trainer = build_trainer(recipe, build_model(tokenizer, seed=0), tokenizer, run, _generator_factory(tokenizer))
+        trainer = agent_trainer(recipe, build_model(tokenizer, seed=0), tokenizer, run_dir=run,
+                                generator=hf_generator_factory(tokenizer))
         trainer.episode_rollout.service.close()
     recording = RecordingAlgorithm(trainer.algorithm)
     trainer.algorithm = recording

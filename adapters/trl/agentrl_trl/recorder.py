@@ -1,0 +1,74 @@
+"""The run folder from inside TRL's training loop: one ``metrics.jsonl`` row per step, the report at the end,
+and the agentrl figures in TRL's own logs (so every ``report_to`` logger receives them)."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any, Callable
+
+from transformers import TrainerCallback
+
+from agentrl_plugins.runs.evaluate import Evaluation
+from agentrl_plugins.runs.metrics import StepMetrics, logged_figures
+from agentrl_plugins.runs.progress import record_step
+from agentrl_plugins.runs.report import write_report
+from agentrl_plugins.runs.rundir import RunDir
+
+
+class RunRecorder(TrainerCallback):
+    """Records each step at TRL's ``on_step_end``, before the step is logged and checkpointed.
+
+    The held-out evaluation runs every ``eval_every`` steps and at the last; its time is not in the step's
+    ``seconds``. The row's figures are added to the trainer's metrics, which TRL averages into the step's log.
+    """
+
+    def __init__(self, run: RunDir, evaluate: Callable[[int], Evaluation], eval_every: int, hooks: Any,
+                 on_end: Callable[[], None] = lambda: None):
+        self.run, self.evaluate, self.eval_every, self.hooks, self.on_end = run, evaluate, eval_every, hooks, on_end
+        self.trainer: Any = None
+        self.started = time.monotonic()
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.run.truncate_metrics(state.global_step)
+        if state.global_step == 0:
+            started = time.monotonic()
+            evaluation = self.evaluate(0)
+            row = StepMetrics(0, None, evaluation.pass_at_1, evaluation.hacked_fraction, None, None, None, None,
+                              None, 0, time.monotonic() - started)
+            record_step(self.run, row, self.hooks)
+            self.trainer.log(logged_figures(row))
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self.started = time.monotonic()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        seconds = time.monotonic() - self.started
+        step = state.global_step
+        evaluation = self.evaluate(step) if step % self.eval_every == 0 or step == state.max_steps else None
+        trl_metrics = self.trainer._metrics["train"]
+        stats = self.trainer.step_stats
+        row = StepMetrics(
+            step=step,
+            train_reward=stats["train_reward"],
+            heldout_pass1=evaluation.pass_at_1 if evaluation else None,
+            heldout_hacked_fraction=evaluation.hacked_fraction if evaluation else None,
+            hacked_fraction=stats["hacked_fraction"],
+            filtered_fraction=stats["filtered_fraction"],
+            clip_fraction=_mean(trl_metrics.get("clip_ratio/region_mean")) or 0.0,
+            is_capped_fraction=stats["is_capped_fraction"],
+            entropy=_mean(trl_metrics.get("entropy")),
+            policy_tokens=stats["policy_tokens"],
+            seconds=seconds,
+        )
+        record_step(self.run, row, self.hooks)
+        for name, value in logged_figures(row).items():
+            trl_metrics[name] = [value]
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.on_end()
+        write_report(self.run)
+
+
+def _mean(values: list[float] | None) -> float | None:
+    return statistics.fmean(values) if values else None

@@ -1,0 +1,62 @@
+"""One rule for a user's own framework configuration against the recipe, and the loggers ``--report-to`` names."""
+
+from __future__ import annotations
+
+import enum
+
+import pytest
+
+from agentrl_plugins.errors import AgentRLError, UnknownNameError
+from agentrl_plugins.loggers import check_loggers, parse_loggers, refuse_loggers
+from agentrl_plugins.user_config import ConfigConflictError, Decided, changes_table, reconcile, same
+
+DECIDED = [Decided("lr", 1e-6, "optim.lr=1e-06"), Decided("loss", "luspo", "loss.aggregation='seq-mean-token-sum'"),
+           Decided("steps", 1, "adapter: one row per step")]
+DEFAULTS = {"lr": 5e-5, "loss": "dapo", "steps": 10}
+
+
+def test_defaults_take_the_recipe_and_each_change_is_listed():
+    changes = reconcile(DECIDED, {"lr": 5e-5, "loss": "luspo"}, DEFAULTS, where="Config", recipe="r", remedy="")
+    assert [(c.name, c.default, c.value) for c in changes] == [("lr", 5e-5, 1e-6), ("steps", 10, 1)]
+    table = changes_table(changes, "Config", "r")
+    assert "set 2 settings" in table and "optim.lr=1e-06" in table and "adapter: one row per step" in table
+
+
+def test_every_setting_the_user_chose_otherwise_is_named_with_both_values():
+    with pytest.raises(ConfigConflictError) as error:
+        reconcile(DECIDED, {"lr": 1e-3, "loss": "grpo", "steps": 10}, DEFAULTS, where="Config", recipe="r",
+                  remedy="Change the recipe.")
+    assert [(c.name, c.yours, c.value) for c in error.value.conflicts] == [("lr", 1e-3, 1e-6),
+                                                                           ("loss", "grpo", "luspo")]
+    message = str(error.value)
+    assert "your Config contradicts recipe 'r' on 2 settings" in message and "'grpo'" in message
+    assert message.endswith("Change the recipe.")
+
+
+def test_values_compare_as_configuration_values():
+    class Kind(enum.Enum):
+        CONSTANT = "constant"
+
+    assert same(Kind.CONSTANT, "constant") and same(1, 1.0) and same((0.9, 0.99), [0.9, 0.99])
+    assert not same(True, 1) and not same(0.2, 0.28) and not same({"a": 1}, {"a": 2})
+
+
+def test_logger_names_are_checked_with_close_matches():
+    assert parse_loggers("tensorboard, wandb") == ("tensorboard", "wandb") and parse_loggers("none") == ()
+    with pytest.raises(UnknownNameError, match=r"'tensorbord'.*Did you mean 'tensorboard'"):
+        parse_loggers("tensorbord")
+
+
+def test_a_logger_not_installed_says_how_to_install_it(monkeypatch):
+    import importlib.util
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: None)
+    with pytest.raises(AgentRLError, match=r"trackio.*pip install trackio"):
+        check_loggers(["trackio"])
+    check_loggers([])
+
+
+def test_an_adapter_without_logger_mapping_refuses_rather_than_ignores():
+    refuse_loggers("verl", ())
+    with pytest.raises(AgentRLError, match=r"the verl adapter does not map experiment loggers"):
+        refuse_loggers("verl", ("tensorboard",))
