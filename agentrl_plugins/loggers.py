@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 from typing import Sequence
 
 from agentrl_plugins.errors import AgentRLError, UnknownNameError
@@ -32,11 +31,6 @@ def check_loggers(names: Sequence[str]) -> None:
         hints = "; ".join(f"{name}: {LOGGERS[name][1]}" for name in missing)
         raise AgentRLError(f"--report-to names {', '.join(missing)}, not installed in this environment. "
                            f"Install it into the framework's environment ({hints}), or leave it out.")
-
-
-def logger_folder(name: str, run_path: Path) -> Path:
-    """Where a run's logger writes its files: inside the run folder, one folder per logger."""
-    return run_path / name
 
 
 def refuse_loggers(framework: str, names: Sequence[str]) -> None:

@@ -82,7 +82,6 @@ def agent_trainer(recipe: Recipe | str, model: Any, tokenizer: Any = None, args:
         service.close()
         raise
     recorder.trainer = trainer
-    trainer.run_dir = run
     return trainer
 
 

@@ -13,7 +13,7 @@ import torch
 
 from agentrl_plugins.adapter import RunOptions
 from agentrl_plugins.errors import AgentRLError
-from agentrl_plugins.loggers import check_loggers, logger_folder
+from agentrl_plugins.loggers import check_loggers
 from agentrl_plugins.models import run_model
 from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.runs.rundir import RunDir
@@ -54,9 +54,9 @@ def run(recipe: Recipe, options: RunOptions) -> Path:
     warnings.filterwarnings("ignore", message=r"`\w*gradient_checkpointing\w*` is deprecated", category=FutureWarning)
     model, tokenizer = load_policy(model_path)
     if "tensorboard" in options.report_to:  # transformers' TensorBoardCallback reads it; a user's own value wins
-        os.environ.setdefault("TENSORBOARD_LOGGING_DIR", str(logger_folder("tensorboard", run_dir.path)))
+        os.environ.setdefault("TENSORBOARD_LOGGING_DIR", str(run_dir.path / "tensorboard"))
     if "wandb" in options.report_to:
-        os.environ.setdefault("WANDB_DIR", str(logger_folder("wandb", run_dir.path).parent))
+        os.environ.setdefault("WANDB_DIR", str(run_dir.path))
     trainer = agent_trainer(recipe, model, tokenizer, run_dir=run_dir, generator=hf_generator_factory(tokenizer),
                             **runner_settings(run_dir, options))
     try:
