@@ -36,6 +36,8 @@ class FrameworkConfig:
     native: dict[str, Any]
     mappings: list[ComponentMapping]
     command: list[str] = field(default_factory=list)
+    setup: str = ""
+    """What to do before ``command`` (which variant it is, what it needs written first), printed with it."""
 
 
 @dataclass
@@ -48,6 +50,9 @@ class RunOptions:
     dry_run: bool = False
     report_to: tuple[str, ...] = ()
     """Experiment loggers by name (:data:`agentrl_plugins.loggers.LOGGERS`); empty for none."""
+    recipe_args: tuple[str, ...] = ()
+    """The recipe as the user named it (``RECIPE [--profile P] [-o KEY=VALUE]...``), for the commands an adapter
+    prints to reproduce it."""
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -128,6 +128,8 @@ def recipes_show(
                              [[m.key, m.value, m.setting, m.status, m.note] for m in config.mappings]))
         console.print(f"native {framework} configuration:")
         console.print_json(json.dumps(config.native, default=str))
+        if config.setup:
+            console.print(config.setup, soft_wrap=True, markup=False)
         if config.command:
             console.print(" ".join(config.command), soft_wrap=True, markup=False)
         return
@@ -141,6 +143,27 @@ def recipes_show(
         options = "; ".join(f"{value}: {who}" for value, who in choice.options.items())
         console.print(f"[bold]choice[/bold] {choice.key} = {rows_value(rows, choice.key)!r} ({options})"
                       f"\n  {choice.why}")
+
+
+def recipe_arguments(name: str, values: dict[str, Any], profile: str | None) -> tuple[str, ...]:
+    """``name``, ``--profile`` and one ``-o KEY=VALUE`` per override (TOML values): the same recipe again."""
+    args = [name, *(["--profile", profile] if profile else [])]
+    for key, value in values.items():
+        args += ["-o", f"{key}={toml_value(value)}"]
+    return tuple(args)
+
+
+def toml_value(value: Any) -> str:
+    """``value`` as one line of TOML (what ``-o KEY=VALUE`` parses back)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(toml_value(item) for item in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(str(k))} = {toml_value(v)}" for k, v in value.items()) + "}"
+    return json.dumps(str(value))
 
 
 def rows_value(rows: list[dict[str, Any]], key: str) -> Any:
@@ -172,6 +195,7 @@ def run_command(
     if resume is not None:
         run = RunDir(resume)
         recipe, framework = run.load_recipe(), run.run_info()["framework"]
+        recipe_args: tuple[str, ...] = (str(run.recipe_file),)
     elif recipe_name is None:
         raise RecipeError("name a recipe to run (agentrl recipes list), or --resume RUN_DIR")
     else:
@@ -182,12 +206,14 @@ def run_command(
             if value is not None:
                 values[key] = value
         recipe = load_recipe(recipe_name, values, profile or default_profile(recipe_name, model))
+        recipe_args = recipe_arguments(recipe_name, values, profile)
     for kind, names in (("advantage", [recipe.advantage.estimator]), ("correction", [recipe.correction.name]),
                         ("environment", [recipe.environment.name]), ("verifier", recipe.verifier.names)):
         for component in names:
             manager.get(kind, component)
     adapter = _adapter(framework)
-    adapter.run(recipe, RunOptions(run_dir=out, model=model, resume=resume, dry_run=dry_run, report_to=loggers))
+    adapter.run(recipe, RunOptions(run_dir=out, model=model, resume=resume, dry_run=dry_run, report_to=loggers,
+                                   recipe_args=recipe_args))
 
 
 def build_app(manager: PluginManager | None = None) -> typer.Typer:

@@ -108,6 +108,10 @@ class RunDir:
     def run_info(self) -> dict[str, Any]:
         return json.loads(self.run_file.read_text())
 
+    def update_info(self, **fields: Any) -> None:
+        """Add ``fields`` to ``run.json`` (replacing those of the same name)."""
+        self.run_file.write_text(json.dumps({**self.run_info(), **fields}, indent=2) + "\n")
+
     def append_metrics(self, row: StepMetrics) -> None:
         with open(self.metrics_file, "a") as handle:
             handle.write(json.dumps(row.to_dict()) + "\n")

@@ -15,7 +15,7 @@ from agentrl_plugins.algorithms import aggregate_loss, clipped_surrogate
 from agentrl_plugins.recipe import build_recipe, load_recipe
 from agentrl_plugins.runs.rundir import write_recipe_file
 
-from agentrl_verl.config import NO_DUAL_CLIP, LaunchPaths, correction_overrides, hydra_overrides
+from agentrl_verl.config import NO_DUAL_CLIP, LaunchPaths, correction_overrides, launch_overrides
 from agentrl_verl.names import RAW_RATIO_THRESHOLD
 
 MAPPED = {
@@ -95,6 +95,6 @@ def test_a_correction_verl_has_no_setting_for_goes_through_its_policy_loss(tmp_p
     assert status == "injected"
     assert overrides["actor_rollout_ref.actor.policy_loss.loss_mode"] == "agentrl_my_correction"
     assert overrides["algorithm.rollout_correction.rollout_is_threshold"] == RAW_RATIO_THRESHOLD
-    launched = hydra_overrides(recipe, LaunchPaths("/models/m", tmp_path, run_dir=tmp_path / "run"))
+    launched = launch_overrides(recipe, LaunchPaths("/models/m", tmp_path, run_dir=tmp_path / "run"))
     carried = launched["+actor_rollout_ref.actor.policy_loss.rollout_correction.agentrl_recipe"]
     assert carried == launched["+agentrl.recipe"] == str(tmp_path / "run" / "recipe.toml"), "the cap travels in it"

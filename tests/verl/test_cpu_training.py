@@ -1,9 +1,11 @@
-"""Two real verl training steps on a CPU, as CI runs them: ``agentrl run deepswe_grpopp --framework verl``.
+"""Two real verl training steps on a CPU, run as a verl user runs them: the two commands that
+``agentrl run deepswe_grpopp --framework verl --dry-run`` prints, verbatim, in a shell.
 
-The launcher runs verl's unmodified ``python -m verl.trainer.main_ppo`` with
-``VERL_PLATFORM=cpu`` (agentrl-verl's cpu platform and ``agentrl_hf`` rollout
-server), the BugFix gym through the agent loop, and a freshly initialised
-TinyAgent (random weights: quick to build, and a warm start needs TRL).
+The first, ``agentrl verl prepare``, writes the run folder (recipe, dataset, model); the second is verl's
+unmodified ``python -m verl.trainer.main_ppo`` with ``VERL_PLATFORM=cpu`` (agentrl-verl's cpu platform and
+``agentrl_hf`` rollout server), whose recording ``sync`` trainer fills the run folder step by step and logs
+the agentrl figures to TensorBoard (``--report-to tensorboard``). The BugFix gym runs through the agent
+loop, with a freshly initialised TinyAgent (random weights: quick to build, and a warm start needs TRL).
 
 A fresh TinyAgent never earns a reward, so the run adds an entropy bonus
 (``loss.entropy_coef``) to give the kept episodes a gradient. Filtering only
@@ -25,13 +27,15 @@ from typing import Any
 import pytest
 import torch
 from conftest import model_logprobs
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from transformers import AutoModelForCausalLM
 
 from agentrl_plugins.algorithms import lr_multiplier
+from agentrl_plugins.runs.metrics import logged_figures
 from agentrl_plugins.runs.rundir import RunDir
 
-from agentrl_verl.episodes import EpisodeRecord, read_episodes
-from agentrl_verl.recorder import EPISODES_FILE, verl_metrics
+from agentrl_verl.episodes import EPISODES_FILE, EpisodeRecord, read_episodes
+from agentrl_verl.recorder import verl_metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = 2
@@ -46,18 +50,31 @@ SIGN_AGREEMENT = 0.99
 SIGN_MARGIN = 0.01
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory, model_dir) -> Path:
-    """One real two-step training run (about two minutes on two cores); its run folder."""
-    run_dir = tmp_path_factory.mktemp("cpu_run") / "run"
-    env = {**os.environ, "VERL_PLATFORM": "cpu", "OMP_NUM_THREADS": "1",
-           "AGENTRL_CACHE": str(tmp_path_factory.mktemp("cache"))}
+def printed_commands(run_dir: Path, model_dir: Path, env: dict[str, str]) -> list[str]:
+    """What ``agentrl run ... --dry-run`` prints for this run: its command lines, comments left out."""
     result = subprocess.run(
         [sys.executable, "-c", "from agentrl_plugins.cli import main; main()", "run", "deepswe_grpopp",
          "--framework", "verl", "--profile", "laptop", "--model", str(model_dir), "--out", str(run_dir),
+         "--report-to", "tensorboard", "--dry-run",
          *[arg for key, value in OVERRIDES.items() for arg in ("-o", f"{key}={value}")]],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return [line for line in result.stdout.splitlines() if line and not line.startswith("#")]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, model_dir) -> Path:
+    """One real two-step training run (about two minutes on two cores), its printed commands run verbatim in a
+    shell whose PATH finds this environment's ``agentrl`` and ``python``; its run folder."""
+    run_dir = tmp_path_factory.mktemp("cpu_run") / "run"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "AGENTRL_CACHE": str(tmp_path_factory.mktemp("cache")),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    commands = printed_commands(run_dir, model_dir, env)
+    assert [line.split()[:3] for line in commands][0] == ["agentrl", "verl", "prepare"]
+    for line in commands:
+        result = subprocess.run(line, shell=True, cwd=tmp_path_factory.mktemp("cwd"), env=env, capture_output=True,
+                                text=True, timeout=900)
+        assert result.returncode == 0, line[:300] + result.stdout[-3000:] + result.stderr[-6000:]
     return run_dir
 
 
@@ -129,6 +146,29 @@ def test_the_run_folder_has_a_metrics_row_per_step_and_a_report(run, episodes):
         assert row.heldout_pass1 is not None and 0.0 <= row.heldout_pass1 <= 1.0
         assert row.seconds > 0
     assert (run / "report.md").is_file()
+
+
+def test_the_printed_command_agrees_with_the_recipe_on_every_setting_it_decides(run):
+    assert RunDir(run).run_info()["config_changes"] == []
+
+
+def test_the_agentrl_figures_reach_tensorboard_step_by_step(run):
+    events = EventAccumulator(str(run / "tensorboard"))
+    events.Reload()
+    rows = RunDir(run).read_metrics()
+    for row in rows:
+        for name, value in logged_figures(row).items():
+            logged = {event.step: event.value for event in events.Scalars(name)}
+            assert logged[row.step] == pytest.approx(value, rel=1e-6, abs=1e-6), (name, row.step)
+    assert "actor/entropy" in events.Tags()["scalars"], "verl's own figures are there too"
+
+
+def test_the_entropy_figure_is_the_mean_over_loss_tokens(run, verl):
+    """The recording trainer's own figure; under token-mean aggregation verl's ``actor/entropy`` is that mean too
+    (under a sequence-mean one it is not: one definition in every framework comes from the trainer's)."""
+    rows = {row.step: row for row in RunDir(run).read_metrics()}
+    for step in range(1, STEPS + 1):
+        assert rows[step].entropy == pytest.approx(verl[step]["actor/entropy"], rel=1e-5)
 
 
 def test_the_learning_rate_follows_the_recipes_schedule(verl):

@@ -116,17 +116,21 @@ def test_values_survive_hydras_grammar():
     assert hydra_value({"renamed_variants": 4, "name": "a b"}) == "{renamed_variants:4,name:'a b'}"
 
 
-def test_dry_run_prints_the_complete_command():
-    result = subprocess.run(AGENTRL + ["run", "deepswe_grpopp", "--framework", "verl", "--dry-run"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=120)
+def test_dry_run_prints_the_two_commands_of_a_hand_run_job():
+    result = subprocess.run(AGENTRL + ["run", "deepswe_grpopp", "--framework", "verl", "--dry-run", "-o",
+                                       "train.steps=3", "--report-to", "tensorboard"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    words = shlex.split(result.stdout.strip().splitlines()[-1])
+    comments = [line for line in result.stdout.splitlines() if line.startswith("#")]
+    prepare, train = [line for line in result.stdout.splitlines() if line and not line.startswith("#")]
+    assert "the run folder" in comments[0] and ("CPU" if not torch.cuda.is_available() else "GPU") in comments[1]
+    words = shlex.split(train)
     environment = words[:words.index("python")]
     words = words[len(environment):]
     assert words[1:3] == ["-m", "verl.trainer.main_ppo"]
     settings = dict(word.split("=", 1) for word in words[3:])
     if not torch.cuda.is_available():
-        assert environment == ["VERL_PLATFORM=cpu"]
+        assert "VERL_PLATFORM=cpu" in environment
         assert settings["actor_rollout_ref.rollout.name"] == "agentrl_hf" and settings["trainer.device"] == "cpu"
     for key, value in {"algorithm.adv_estimator": "agentrl_rloo",
                        "actor_rollout_ref.actor.loss_agg_mode": "seq-mean-token-sum",
@@ -134,13 +138,41 @@ def test_dry_run_prints_the_complete_command():
                        "actor_rollout_ref.actor.clip_ratio_high": "0.28",
                        "actor_rollout_ref.rollout.agent.default_agent_loop": "agentrl_bugfix",
                        "actor_rollout_ref.rollout.mode": "async",
+                       "trainer.total_training_steps": "3",
+                       "trainer.logger": "[console,tensorboard]",
                        }.items():
         assert settings[key] == value
     assert settings["trainer.default_local_dir"].endswith("/checkpoints")
     run_folder = Path(settings["trainer.default_local_dir"]).parent
+    assert f"TENSORBOARD_DIR={run_folder / 'tensorboard'}" in environment
+    assert shlex.split(prepare) == ["agentrl", "verl", "prepare", "deepswe_grpopp", "-o", "train.steps=3",
+                                    "--run-dir", str(run_folder), "--report-to", "tensorboard"]
+    assert settings["data.train_files"] == str(run_folder / "data" / "train.parquet")
     assert settings["+agentrl.recipe"] == str(run_folder / "recipe.toml"), "one channel: the run folder's recipe"
     assert settings["+reward.custom_reward_function.reward_kwargs.recipe"] == settings["+agentrl.recipe"]
     assert not [key for key in settings if key.startswith("+agentrl.") and key != "+agentrl.recipe"]
+    assert not run_folder.exists(), "a dry run writes nothing"
+
+
+def test_prepare_writes_what_the_command_it_prints_reads(tmp_path, model_dir):
+    result = subprocess.run(AGENTRL + ["verl", "prepare", "deepswe_grpopp", "--run-dir", str(tmp_path / "run"),
+                                       "--model", str(model_dir), "-o", "environment.options={}"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    settings = dict(word.split("=", 1) for word in shlex.split(result.stdout.strip().splitlines()[-1])
+                    if "=" in word and not word.isupper())
+    run = RunDir(tmp_path / "run")
+    assert run.load_recipe().environment.options == {}
+    assert settings["+agentrl.recipe"] == str(run.recipe_file)
+    assert Path(settings["data.train_files"]).is_file() and Path(settings["data.val_files"]).is_file()
+    assert settings["actor_rollout_ref.model.path"] == str(model_dir)
+
+
+def finished_run(cmd: list[str], env: dict[str, str], check: bool) -> subprocess.CompletedProcess:
+    """What main_ppo leaves when it succeeds (verl's recording trainer writes the report), for a faked launch."""
+    settings = dict(word.split("=", 1) for word in cmd[3:])
+    (Path(settings["+agentrl.recipe"]).parent / "report.md").write_text("report")
+    return subprocess.CompletedProcess(cmd, 0)
 
 
 def test_a_launch_writes_the_run_folder_dataset_and_model_then_runs_main_ppo(tmp_path, monkeypatch, model_dir):
@@ -148,20 +180,24 @@ def test_a_launch_writes_the_run_folder_dataset_and_model_then_runs_main_ppo(tmp
     shutil.copytree(model_dir, model_path(0))  # TinyAgent's cached warm start (built with TRL, not here)
     launched = []
     monkeypatch.setattr(launch.subprocess, "run", lambda cmd, env, check: launched.append((cmd, env))
-                        or subprocess.CompletedProcess(cmd, 0))
-    exported = []
-    monkeypatch.setattr(launch, "save_final_weights", lambda run: exported.append(run.path))
+                        or finished_run(cmd, env, check))
     recipe = load_recipe("deepswe_grpopp", {"train.steps": 2}, "laptop")
     run_dir = launch.launch(recipe, RunOptions(run_dir=tmp_path / "run"))
-    assert exported == [run_dir], "the trained weights are exported once main_ppo has finished"
     (cmd, env), = launched
     assert cmd[:3] == [sys.executable, "-m", "verl.trainer.main_ppo"]
     settings = dict(word.split("=", 1) for word in cmd[3:])
+    assert settings["data.train_files"] == str(run_dir / "data" / "train.parquet")
     assert Path(settings["data.train_files"]).is_file() and Path(settings["data.val_files"]).is_file()
     assert (Path(settings["actor_rollout_ref.model.path"]) / "config.json").is_file()
     assert settings["trainer.default_local_dir"] == str(run_dir / "checkpoints")
-    assert env["VERL_FILE_LOGGER_PATH"] == str(run_dir / "verl_metrics.jsonl")
     assert RunDir(run_dir).load_recipe().train.steps == 2
+
+
+def test_a_main_ppo_that_leaves_no_report_is_an_error(tmp_path, monkeypatch, model_dir):
+    monkeypatch.setattr(launch.subprocess, "run", lambda cmd, env, check: subprocess.CompletedProcess(cmd, 0))
+    with pytest.raises(AgentRLError, match="without agentrl's report"):
+        launch.launch(load_recipe("deepswe_grpopp", {"train.steps": 2}, "laptop"),
+                      RunOptions(run_dir=tmp_path / "run", model=str(model_dir)))
 
 
 def test_a_launch_without_tinyagents_warm_start_is_a_clear_error_before_any_folder(tmp_path, monkeypatch):
@@ -177,8 +213,7 @@ def test_a_launch_names_its_run_folder_once_even_when_the_clock_ticks(tmp_path, 
                                                        cls(tmp_path / f"run-at-second-{next(ticks)}")))
     launched = []
     monkeypatch.setattr(launch.subprocess, "run", lambda cmd, env, check: launched.append(cmd)
-                        or subprocess.CompletedProcess(cmd, 0))
-    monkeypatch.setattr(launch, "save_final_weights", lambda run: run.final_weights)
+                        or finished_run(cmd, env, check))
     run_dir = launch.launch(load_recipe("deepswe_grpopp", {"train.steps": 2}, "laptop"),
                             RunOptions(model=str(model_dir)))
     settings = dict(word.split("=", 1) for word in launched[0][3:])
@@ -193,5 +228,5 @@ def test_recipes_show_prints_the_table_overrides_and_command():
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     for text in ("advantage.estimator", "injected", "native", "mapped", "algorithm.adv_estimator",
-                 "python -m verl.trainer.main_ppo"):
+                 "GPU variant", "agentrl verl prepare RECIPE --run-dir RUN_DIR", "python -m verl.trainer.main_ppo"):
         assert text in result.stdout

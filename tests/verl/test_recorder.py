@@ -1,16 +1,19 @@
-"""The run folder's rows from the episode log and verl's metrics file: which episodes make which step's figures."""
+"""The run folder's rows, step by step, from the episode log and verl's metrics: which episodes make which step's
+figures, what reaches verl's loggers and the plugins' ``agentrl_step_end``, and what a resume drops."""
 
 from __future__ import annotations
 
-import json
+from typing import Any
 
 import pytest
 
+from agentrl_plugins import hookimpl
+from agentrl_plugins.plugins import get_plugin_manager
 from agentrl_plugins.recipe import load_recipe
 from agentrl_plugins.runs.rundir import RunDir
 
-from agentrl_verl.episodes import EpisodeRecord, append_episode, read_episodes, truncate_episodes
-from agentrl_verl.recorder import EPISODES_FILE, VERL_METRICS_FILE, record_run
+from agentrl_verl.episodes import EpisodeRecord, append_episode, read_episodes
+from agentrl_verl.recorder import ENTROPY_KEY, StepRecorder, verl_metrics
 
 
 def episode(split: str, version: int, reward: float, filtered: bool = False, hacked: bool = False) -> EpisodeRecord:
@@ -18,33 +21,83 @@ def episode(split: str, version: int, reward: float, filtered: bool = False, hac
                          [1, 0, 1], [-0.1, 0.0, -0.2])
 
 
+class StepHook:
+    """A plugin that keeps what ``agentrl_step_end`` receives."""
+
+    def __init__(self):
+        self.calls: list[tuple[int, dict[str, Any]]] = []
+
+    @hookimpl
+    def agentrl_step_end(self, step, metrics):
+        self.calls.append((step, metrics))
+
+
 @pytest.fixture()
-def run(tmp_path):
+def hook():
+    manager, plugin = get_plugin_manager(), StepHook()
+    manager.register(plugin, "step-hook-test")
+    yield plugin
+    manager.unregister(plugin)
+
+
+@pytest.fixture()
+def recorder(tmp_path):
     run = RunDir(tmp_path / "run")
     run.create(load_recipe("deepswe_grpopp", {"train.steps": 2}, "laptop"), "verl")
-    for record in (episode("held_out", 0, 0.0), episode("held_out", 0, 1.0),
-                   episode("train", 0, 1.0), episode("train", 0, 0.0, filtered=True),
-                   episode("train", 1, 0.0, hacked=True), episode("train", 1, 1.0),
-                   episode("held_out", 2, 1.0)):
-        append_episode(run.path / EPISODES_FILE, record)
-    (run.path / VERL_METRICS_FILE).write_text("".join(json.dumps(line) + "\n" for line in (
-        {"step": 0, "data": {"val-core/x": 0.5}},
-        {"step": 1, "data": {"actor/pg_clipfrac": 0.25, "actor/entropy": 2.0, "timing_s/step": 3.0}},
-        {"step": 2, "data": {"actor/pg_clipfrac": 0.5, "actor/entropy": float("nan"), "timing_s/step": 4.0}})))
-    return run
+    return StepRecorder.for_recipe_file(run.recipe_file)
 
 
-def test_training_episodes_count_for_the_step_after_their_weights_and_evaluations_for_theirs(run):
-    assert record_run(run).is_file()
-    rows = {row.step: row for row in run.read_metrics()}
+def play(recorder: StepRecorder, *records: EpisodeRecord) -> None:
+    for record in records:
+        append_episode(recorder.episodes_file, record)
+
+
+def test_each_step_is_recorded_when_verl_logs_it_with_its_own_episodes_and_metrics(recorder, hook):
+    play(recorder, episode("held_out", 0, 0.0), episode("held_out", 0, 1.0))
+    figures = recorder.record(0, {"val-core/x": 0.5})
+    assert figures["agentrl/heldout_pass1"] == 0.5 and "agentrl/train_reward" not in figures
+    play(recorder, episode("train", 0, 1.0), episode("train", 0, 0.0, filtered=True))
+    figures = recorder.record(1, {"actor/pg_clipfrac": 0.25, ENTROPY_KEY: 2.0, "timing_s/step": 3.0,
+                                  "actor/entropy": 99.0, "text": "not a number"})
+    assert (figures["agentrl/train_reward"], figures["agentrl/filtered_fraction"]) == (0.5, 0.5)
+    assert (figures["agentrl/policy_tokens"], figures["agentrl/clip_fraction"]) == (2.0, 0.25)
+    play(recorder, episode("train", 1, 0.0, hacked=True), episode("train", 1, 1.0), episode("held_out", 2, 1.0))
+    recorder.record(2, {"actor/pg_clipfrac": 0.5, ENTROPY_KEY: float("nan"), "timing_s/step": 4.0})
+
+    rows = {row.step: row for row in recorder.run.read_metrics()}
     assert sorted(rows) == [0, 1, 2]
     assert rows[0].heldout_pass1 == 0.5 and rows[0].train_reward is None
     assert (rows[1].train_reward, rows[1].filtered_fraction, rows[1].policy_tokens) == (0.5, 0.5, 2)
     assert (rows[1].clip_fraction, rows[1].entropy, rows[1].seconds, rows[1].heldout_pass1) == (0.25, 2.0, 3.0, None)
     assert (rows[2].hacked_fraction, rows[2].heldout_pass1, rows[2].entropy) == (0.5, 1.0, None)
+    assert [(step, metrics) for step, metrics in hook.calls] == [(s, rows[s].to_dict()) for s in (0, 1, 2)]
+    assert "text" not in verl_metrics(recorder.verl_metrics_file)[1]
+    assert recorder.finish(None).is_file()
 
 
-def test_a_resume_drops_what_runs_again(run):
-    truncate_episodes(run.path / EPISODES_FILE, 1)
-    assert [(e.split, e.weights_version) for e in read_episodes(run.path / EPISODES_FILE)] == [
-        ("held_out", 0), ("held_out", 0), ("train", 0), ("train", 0)]
+def test_a_step_without_episodes_has_no_row_and_says_so(recorder, capsys):
+    assert recorder.record(1, {"actor/entropy": 1.0}) == {}
+    assert "no logged episode" in capsys.readouterr().err
+    assert recorder.run.read_metrics() == []
+
+
+def test_a_resume_drops_what_runs_again(recorder):
+    play(recorder, episode("held_out", 0, 0.0), episode("train", 0, 1.0), episode("held_out", 1, 1.0),
+         episode("train", 1, 0.0), episode("held_out", 2, 0.0))
+    for step in (0, 1, 2):
+        recorder.record(step, {ENTROPY_KEY: float(step)})
+    recorder.resume_from(1)
+    assert [(e.split, e.weights_version) for e in read_episodes(recorder.episodes_file)] == [
+        ("held_out", 0), ("train", 0)]
+    assert [row.step for row in recorder.run.read_metrics()] == [0]
+    assert sorted(verl_metrics(recorder.verl_metrics_file)) == [0, 1]
+    play(recorder, episode("held_out", 1, 1.0))
+    recorder.record(1, {"val-core/x": 1.0})
+    row = recorder.run.read_metrics()[-1]
+    assert (row.step, row.train_reward, row.heldout_pass1, row.entropy) == (1, 1.0, 1.0, 1.0)
+
+
+def test_a_recipe_file_outside_a_run_folder_is_a_clear_error(tmp_path):
+    (tmp_path / "recipe.toml").write_text("")
+    with pytest.raises(Exception, match="agentrl verl prepare"):
+        StepRecorder.for_recipe_file(tmp_path / "recipe.toml")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agentrl_plugins.adapter import FrameworkConfig, RunOptions
-from agentrl_plugins.loggers import refuse_loggers
+from agentrl_plugins.loggers import check_loggers
 from agentrl_plugins.recipe_schema import Recipe
 
 from agentrl_verl.config import describe
@@ -22,5 +22,5 @@ class VerlAdapter:
     def run(self, recipe: Recipe, options: RunOptions) -> Path | None:
         from agentrl_verl.launch import launch
 
-        refuse_loggers("verl", options.report_to)
+        check_loggers(options.report_to)
         return launch(recipe, options)

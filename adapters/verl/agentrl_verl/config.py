@@ -11,15 +11,15 @@ the run folder's ``recipe.toml`` (``+agentrl.recipe``, :mod:`agentrl_verl.recipe
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentrl_plugins.adapter import ComponentMapping, FrameworkConfig, correction_parameter_rows
+from agentrl_plugins.adapter import ComponentMapping, FrameworkConfig, correction_parameter_rows, decided_settings
 from agentrl_plugins.models import run_model
 from agentrl_plugins.recipe_schema import CorrectionSection, Recipe
+from agentrl_plugins.user_config import Decided
 
 from agentrl_verl.names import (
     RAW_RATIO_THRESHOLD,
@@ -47,22 +47,26 @@ THRESHOLDS = {
 
 @dataclass(frozen=True)
 class LaunchPaths:
-    """Where the launched run finds its model and dataset, and writes its checkpoints."""
+    """Where the launched run finds its model and dataset, writes its checkpoints and logs to."""
 
     model: str
     data_dir: Path
     run_dir: Path | None = None
     n_gpus: int = 1
+    loggers: tuple[str, ...] = ("console",)
 
 
-def cache_root() -> Path:
-    return Path(os.environ.get("AGENTRL_CACHE", "~/.cache/agentrl")).expanduser() / "verl"
+def run_paths(recipe: Recipe, run_dir: Path | None, model: str, n_gpus: int = 1,
+              loggers: tuple[str, ...] = ()) -> LaunchPaths:
+    """The paths of a run in ``run_dir`` (its dataset in ``data/``); ``loggers`` join verl's console."""
+    folder = UNLAUNCHED.parent if run_dir is None else run_dir
+    return LaunchPaths(model, folder / "data", run_dir, n_gpus, ("console", *loggers))
 
 
 def default_paths(recipe: Recipe) -> LaunchPaths:
-    """The dataset under the cache, and the folder of the recipe's model (named, not built)."""
-    model = run_model(recipe, None, prepare=False)
-    return LaunchPaths(str(model), cache_root() / "data" / recipe.environment.name)
+    """The paths before a launch has chosen its run folder, and the folder of the recipe's model (named, not
+    built)."""
+    return run_paths(recipe, None, str(run_model(recipe, None, prepare=False)))
 
 
 def correction_overrides(recipe: Recipe) -> tuple[dict[str, Any], str, str]:
@@ -109,78 +113,57 @@ def estimator_overrides(recipe: Recipe) -> tuple[dict[str, Any], str, str]:
     return overrides, "native", f"verl's {twin} gives the core's numbers here (parity test)"
 
 
-def hydra_overrides(recipe: Recipe, paths: LaunchPaths) -> dict[str, Any]:
-    """Every override of the launched command, in order."""
-    r, loss, o, t = recipe.rollout, recipe.loss, recipe.optim, recipe.train
-    actor, rollout = "actor_rollout_ref.actor.", "actor_rollout_ref.rollout."
+REQUIREMENTS = (
+    Decided("algorithm.use_kl_in_reward", False, "adapter: the recipe's KL term is in the loss (loss.kl_coef)"),
+    Decided("actor_rollout_ref.rollout.mode", "async", "adapter: agent loops run on verl's async rollout server"),
+    Decided("actor_rollout_ref.rollout.val_kwargs.do_sample", True,
+            "adapter: held-out episodes sample at the recipe's temperature"),
+    Decided("reward.custom_reward_function.path", "pkg://agentrl_verl.reward",
+            "adapter: the recipe's verifier scores verl's reward loop"),
+    Decided("reward.custom_reward_function.name", "compute_score", "adapter: agentrl_verl.reward's function"),
+    Decided("trainer.val_before_train", True, "adapter: the report's step 0 (held-out pass@1 before training)"),
+    Decided("trainer.v1.trainer_mode", "sync", "adapter: agentrl records the steps of verl's sync trainer"),
+)
+"""Settings the adapter itself needs, whatever the recipe says."""
+
+
+def decided(recipe: Recipe) -> list[Decided]:
+    """Every verl setting the recipe or the adapter decides: the rows' ``native`` settings, then
+    :data:`REQUIREMENTS`. These are checked against a user's own config (:mod:`agentrl_verl.own_config`)."""
+    return decided_settings(mappings(recipe), REQUIREMENTS)
+
+
+def launch_overrides(recipe: Recipe, paths: LaunchPaths) -> dict[str, Any]:
+    """The settings a launch chooses and a user's own command may change: where the data, the model, the
+    checkpoints and the logs are, memory sizing, saving, and the recipe file verl's processes read."""
+    r, actor, rollout = recipe.rollout, "actor_rollout_ref.actor.", "actor_rollout_ref.rollout."
     overrides: dict[str, Any] = {
         "data.train_files": str(paths.data_dir / f"{recipe.environment.train_split}.parquet"),
         "data.val_files": str(paths.data_dir / f"{recipe.environment.eval_split}.parquet"),
-        "data.train_batch_size": r.tasks_per_step,
-        "data.max_prompt_length": r.max_context_tokens,
-        "data.max_response_length": r.max_context_tokens,
-        "data.seed": t.seed,
         "actor_rollout_ref.model.path": paths.model,
-        **estimator_overrides(recipe)[0],
-        "algorithm.use_kl_in_reward": False,
-        **correction_overrides(recipe)[0],
-        actor + "loss_agg_mode": loss.aggregation,
-        actor + "clip_ratio_low": loss.clip_low,
-        actor + "clip_ratio_high": loss.clip_high,
-        actor + "clip_ratio_c": NO_DUAL_CLIP if loss.clip_c is None else loss.clip_c,
-        actor + "use_kl_loss": loss.kl_coef > 0,
-        actor + "kl_loss_coef": loss.kl_coef,
-        actor + "entropy_coeff": loss.entropy_coef,
-        actor + "optim.lr": o.lr,
-        actor + "optim.lr_scheduler_type": o.lr_schedule,
-        actor + "optim.min_lr_ratio": o.min_lr_ratio,
-        actor + "optim.betas": o.betas,
-        actor + "optim.weight_decay": o.weight_decay,
-        actor + "optim.clip_grad": o.max_grad_norm,
-        actor + "ppo_mini_batch_size": r.tasks_per_step,
-        actor + "ppo_epochs": o.updates_per_step,
         actor + "use_dynamic_bsz": True,
         actor + "ppo_max_token_len_per_gpu": r.max_context_tokens,
-        actor + "data_loader_seed": t.seed,
         rollout + "name": "vllm",
-        rollout + "mode": "async",
-        rollout + "n": r.group_size,
-        rollout + "temperature": r.temperature,
-        rollout + "top_p": r.top_p,
-        rollout + "top_k": r.top_k,
         rollout + "calculate_log_probs": recipe.correction.name != "none",
-        rollout + "max_model_len": r.max_context_tokens,
         rollout + "log_prob_use_dynamic_bsz": True,
         rollout + "log_prob_max_token_len_per_gpu": r.max_context_tokens,
-        rollout + "agent.default_agent_loop": agent_loop_name(recipe.environment.name),
-        rollout + "val_kwargs.n": t.eval_episodes_per_task,
-        rollout + "val_kwargs.do_sample": True,
-        rollout + "val_kwargs.temperature": r.temperature,
-        rollout + "val_kwargs.top_p": r.top_p,
-        rollout + "val_kwargs.top_k": r.top_k,
-        "reward.custom_reward_function.path": "pkg://agentrl_verl.reward",
-        "reward.custom_reward_function.name": "compute_score",
         "+reward.custom_reward_function.reward_kwargs.recipe": str(recipe_file(paths)),
-        "trainer.total_training_steps": t.steps,
-        "trainer.test_freq": t.eval_every,
-        "trainer.save_freq": t.eval_every,
-        "trainer.val_before_train": True,
-        "trainer.logger": ["console", "file"],
+        "trainer.save_freq": recipe.train.eval_every,
+        "trainer.logger": list(paths.loggers),
         "trainer.project_name": "agentrl",
-        "trainer.experiment_name": f"{recipe.name}-seed{t.seed}",
+        "trainer.experiment_name": f"{recipe.name}-seed{recipe.train.seed}",
         "trainer.nnodes": 1,
         "trainer.n_gpus_per_node": paths.n_gpus,
         **recipe_overrides(recipe_file(paths), injects_loss(recipe)),
     }
-    if loss.aggregation == "seq-mean-token-sum-norm":
-        overrides[actor + "loss_scale_factor"] = loss.norm_constant
-    if t.lora:
-        overrides.update({"actor_rollout_ref.model.lora_rank": t.lora_rank,
-                          "actor_rollout_ref.model.lora_alpha": t.lora_alpha,
-                          "actor_rollout_ref.model.target_modules": "all-linear"})
     if paths.run_dir is not None:
         overrides["trainer.default_local_dir"] = str(paths.run_dir / "checkpoints")
     return overrides
+
+
+def hydra_overrides(recipe: Recipe, paths: LaunchPaths) -> dict[str, Any]:
+    """Every override of the launched command: the launch's own, then every decided setting."""
+    return {**launch_overrides(recipe, paths), **{setting.name: setting.value for setting in decided(recipe)}}
 
 
 def hydra_value(value: Any) -> str:
@@ -205,82 +188,99 @@ def command(overrides: dict[str, Any]) -> list[str]:
 
 
 def mappings(recipe: Recipe) -> list[ComponentMapping]:
-    """One row per recipe key: the verl setting it becomes and how faithfully."""
+    """One row per recipe key: the verl setting it becomes, how faithfully, and the settings it decides
+    (``native``, from which :func:`hydra_overrides` and the check of a user's own config are derived)."""
     r, loss, o, t, c = recipe.rollout, recipe.loss, recipe.optim, recipe.train, recipe.correction
     actor, rollout, agentrl = "actor_rollout_ref.actor.", "actor_rollout_ref.rollout.", f"+{RECIPE_KEY}"
-    _, estimator_status, estimator_note = estimator_overrides(recipe)
-    _, correction_status, correction_note = correction_overrides(recipe)
+    estimator, estimator_status, estimator_note = estimator_overrides(recipe)
+    correction, correction_status, correction_note = correction_overrides(recipe)
     runner = f"agent loop {agent_loop_name(recipe.environment.name)}"
     norm_used = loss.aggregation == "seq-mean-token-sum-norm"
+    row = ComponentMapping
     return [
-        ComponentMapping("environment.name", recipe.environment.name, f"{runner} (dataset column agent_name)",
-                         "injected", "the core episode runner drives the environment through server_manager.generate"),
-        ComponentMapping("environment.train_split", recipe.environment.train_split, "data.train_files", "mapped",
-                         "agentrl verl dataset writes one parquet file per split"),
-        ComponentMapping("environment.eval_split", recipe.environment.eval_split, "data.val_files", "mapped"),
-        ComponentMapping("environment.options", recipe.environment.options, f"{runner} and the dataset", "injected",
-                         "keyword arguments of the environment's factory, in the agent loop and the dataset writer"),
-        ComponentMapping("verifier.names", recipe.verifier.names, f"{runner}: reward_score", "injected",
-                         "the recipe's verifier scores each episode; pkg://agentrl_verl.reward for verl's reward loop"),
-        ComponentMapping("verifier.combine", recipe.verifier.combine, agentrl, "injected",
-                         "how several verifiers' rewards combine"),
-        ComponentMapping("advantage.estimator", recipe.advantage.estimator, "algorithm.adv_estimator",
-                         estimator_status, estimator_note),
+        row("environment.name", recipe.environment.name, f"{runner} (dataset column agent_name)", "injected",
+            "the core episode runner drives the environment through server_manager.generate",
+            {rollout + "agent.default_agent_loop": agent_loop_name(recipe.environment.name)}),
+        row("environment.train_split", recipe.environment.train_split, "data.train_files", "mapped",
+            "agentrl verl prepare writes one parquet file per split"),
+        row("environment.eval_split", recipe.environment.eval_split, "data.val_files", "mapped"),
+        row("environment.options", recipe.environment.options, f"{runner} and the dataset", "injected",
+            "keyword arguments of the environment's factory, in the agent loop and the dataset writer"),
+        row("verifier.names", recipe.verifier.names, f"{runner}: reward_score", "injected",
+            "the recipe's verifier scores each episode; pkg://agentrl_verl.reward for verl's reward loop"),
+        row("verifier.combine", recipe.verifier.combine, agentrl, "injected", "how several verifiers' rewards combine"),
+        row("advantage.estimator", recipe.advantage.estimator, "algorithm.adv_estimator", estimator_status,
+            estimator_note, estimator),
         baseline_mapping(recipe, estimator_status),
-        ComponentMapping("loss.aggregation", loss.aggregation, actor + "loss_agg_mode", "native"),
-        ComponentMapping("loss.norm_constant", loss.norm_constant, actor + "loss_scale_factor" if norm_used else "-",
-                         "native", "" if norm_used else "only seq-mean-token-sum-norm reads it"),
-        ComponentMapping("loss.clip_low", loss.clip_low, actor + "clip_ratio_low", "native"),
-        ComponentMapping("loss.clip_high", loss.clip_high, actor + "clip_ratio_high", "native"),
-        ComponentMapping("loss.clip_c", loss.clip_c, actor + "clip_ratio_c",
-                         "native" if loss.clip_c is not None else "mapped",
-                         "" if loss.clip_c is not None
-                         else f"{NO_DUAL_CLIP:g}: verl's always-on dual clip never binds"),
-        ComponentMapping("loss.kl_coef", loss.kl_coef, actor + "use_kl_loss, kl_loss_coef", "native",
-                         "no reference model at 0"),
-        ComponentMapping("loss.entropy_coef", loss.entropy_coef, actor + "entropy_coeff", "native"),
-        ComponentMapping("correction.name", c.name, "algorithm.rollout_correction", correction_status,
-                         correction_note),
+        row("loss.aggregation", loss.aggregation, actor + "loss_agg_mode", "native", "",
+            {actor + "loss_agg_mode": loss.aggregation}),
+        row("loss.norm_constant", loss.norm_constant, actor + "loss_scale_factor" if norm_used else "-", "native",
+            "" if norm_used else "only seq-mean-token-sum-norm reads it",
+            {actor + "loss_scale_factor": loss.norm_constant} if norm_used else {}),
+        row("loss.clip_low", loss.clip_low, actor + "clip_ratio_low", "native", "",
+            {actor + "clip_ratio_low": loss.clip_low}),
+        row("loss.clip_high", loss.clip_high, actor + "clip_ratio_high", "native", "",
+            {actor + "clip_ratio_high": loss.clip_high}),
+        row("loss.clip_c", loss.clip_c, actor + "clip_ratio_c", "native" if loss.clip_c is not None else "mapped",
+            "" if loss.clip_c is not None else f"{NO_DUAL_CLIP:g}: verl's always-on dual clip never binds",
+            {actor + "clip_ratio_c": NO_DUAL_CLIP if loss.clip_c is None else loss.clip_c}),
+        row("loss.kl_coef", loss.kl_coef, actor + "use_kl_loss, kl_loss_coef", "native", "no reference model at 0",
+            {actor + "use_kl_loss": loss.kl_coef > 0, actor + "kl_loss_coef": loss.kl_coef}),
+        row("loss.entropy_coef", loss.entropy_coef, actor + "entropy_coeff", "native", "",
+            {actor + "entropy_coeff": loss.entropy_coef}),
+        row("correction.name", c.name, "algorithm.rollout_correction", correction_status, correction_note,
+            {**correction, **({rollout + "calculate_log_probs": True} if c.name != "none" else {})}),
         *(correction_parameter_rows(recipe, f"+{RECIPE_KEY} (policy loss)", "injected") if injects_loss(recipe)
           else [threshold_mapping(c, key) for key in ("cap", "low", "high")]),
-        ComponentMapping("filtering.compact", recipe.filtering.compact, f"{runner}: response_mask zeroed",
-                         "injected", "what DeepSWE's rLLM engine does; the reward is kept"),
-        ComponentMapping("filtering.reasons", recipe.filtering.reasons, agentrl, "injected",
-                         "the terminations compact filtering masks"),
-        ComponentMapping("rollout.group_size", r.group_size, rollout + "n", "native"),
-        ComponentMapping("rollout.tasks_per_step", r.tasks_per_step, "data.train_batch_size", "native",
-                         "and actor.ppo_mini_batch_size: one mini-batch per step"),
-        ComponentMapping("rollout.temperature", r.temperature, rollout + "temperature", "native"),
-        ComponentMapping("rollout.top_p", r.top_p, rollout + "top_p", "native"),
-        ComponentMapping("rollout.top_k", r.top_k, rollout + "top_k", "native"),
-        ComponentMapping("rollout.max_turns", r.max_turns, agentrl, "injected", "the core runner's limits"),
-        ComponentMapping("rollout.max_new_tokens_per_turn", r.max_new_tokens_per_turn, agentrl, "injected",
-                         "max_tokens of each generate call"),
-        ComponentMapping("rollout.max_context_tokens", r.max_context_tokens, agentrl, "injected",
-                         "prompt + response; data.max_prompt_length, data.max_response_length and "
-                         "rollout.max_model_len are sized to hold it"),
-        ComponentMapping("rollout.timeout_s", r.timeout_s, agentrl, "injected"),
-        ComponentMapping("optim.lr", o.lr, actor + "optim.lr", "native", "no warm-up (verl's default)"),
-        ComponentMapping("optim.lr_schedule", o.lr_schedule, actor + "optim.lr_scheduler_type", "native",
-                         "stepped once per training step"),
-        ComponentMapping("optim.min_lr_ratio", o.min_lr_ratio, actor + "optim.min_lr_ratio", "native",
-                         "only the cosine schedule reads it"),
-        ComponentMapping("optim.betas", o.betas, actor + "optim.betas", "native"),
-        ComponentMapping("optim.weight_decay", o.weight_decay, actor + "optim.weight_decay", "native"),
-        ComponentMapping("optim.max_grad_norm", o.max_grad_norm, actor + "optim.clip_grad", "native"),
-        ComponentMapping("optim.updates_per_step", o.updates_per_step, actor + "ppo_epochs", "mapped",
-                         "passes over the step's single mini-batch"),
-        ComponentMapping("train.steps", t.steps, "trainer.total_training_steps", "native"),
-        ComponentMapping("train.seed", t.seed, "data.seed, actor.data_loader_seed", "mapped"),
-        ComponentMapping("train.eval_every", t.eval_every, "trainer.test_freq", "native"),
-        ComponentMapping("train.eval_episodes_per_task", t.eval_episodes_per_task, rollout + "val_kwargs.n",
-                         "mapped", "sampled at the training temperature"),
-        ComponentMapping("train.model", t.model, "actor_rollout_ref.model.path", "mapped",
-                         "the folder of a registered model, or a local Hugging Face folder"),
-        ComponentMapping("train.lora", t.lora, "actor_rollout_ref.model.lora_rank", "mapped",
-                         "0 when off; all linear layers"),
-        ComponentMapping("train.lora_rank", t.lora_rank, "actor_rollout_ref.model.lora_rank", "native"),
-        ComponentMapping("train.lora_alpha", t.lora_alpha, "actor_rollout_ref.model.lora_alpha", "native"),
+        row("filtering.compact", recipe.filtering.compact, f"{runner}: response_mask zeroed", "injected",
+            "what DeepSWE's rLLM engine does; the reward is kept"),
+        row("filtering.reasons", recipe.filtering.reasons, agentrl, "injected",
+            "the terminations compact filtering masks"),
+        row("rollout.group_size", r.group_size, rollout + "n", "native", "", {rollout + "n": r.group_size}),
+        row("rollout.tasks_per_step", r.tasks_per_step, "data.train_batch_size", "native",
+            "and actor.ppo_mini_batch_size: one mini-batch per step",
+            {"data.train_batch_size": r.tasks_per_step, actor + "ppo_mini_batch_size": r.tasks_per_step}),
+        *[row(f"rollout.{name}", getattr(r, name), rollout + name, "native", "also for the held-out episodes",
+              {rollout + name: getattr(r, name), rollout + f"val_kwargs.{name}": getattr(r, name)})
+          for name in ("temperature", "top_p", "top_k")],
+        row("rollout.max_turns", r.max_turns, agentrl, "injected", "the core runner's limits"),
+        row("rollout.max_new_tokens_per_turn", r.max_new_tokens_per_turn, agentrl, "injected",
+            "max_tokens of each generate call"),
+        row("rollout.max_context_tokens", r.max_context_tokens, agentrl, "injected",
+            "prompt + response; data.max_prompt_length, data.max_response_length and rollout.max_model_len are "
+            "sized to hold it", {"data.max_prompt_length": r.max_context_tokens,
+                                 "data.max_response_length": r.max_context_tokens,
+                                 rollout + "max_model_len": r.max_context_tokens}),
+        row("rollout.timeout_s", r.timeout_s, agentrl, "injected"),
+        row("optim.lr", o.lr, actor + "optim.lr", "native", "no warm-up (verl's default)", {actor + "optim.lr": o.lr}),
+        row("optim.lr_schedule", o.lr_schedule, actor + "optim.lr_scheduler_type", "native",
+            "stepped once per training step", {actor + "optim.lr_scheduler_type": o.lr_schedule}),
+        row("optim.min_lr_ratio", o.min_lr_ratio, actor + "optim.min_lr_ratio", "native",
+            "only the cosine schedule reads it", {actor + "optim.min_lr_ratio": o.min_lr_ratio}),
+        row("optim.betas", o.betas, actor + "optim.betas", "native", "", {actor + "optim.betas": o.betas}),
+        row("optim.weight_decay", o.weight_decay, actor + "optim.weight_decay", "native", "",
+            {actor + "optim.weight_decay": o.weight_decay}),
+        row("optim.max_grad_norm", o.max_grad_norm, actor + "optim.clip_grad", "native", "",
+            {actor + "optim.clip_grad": o.max_grad_norm}),
+        row("optim.updates_per_step", o.updates_per_step, actor + "ppo_epochs", "mapped",
+            "passes over the step's single mini-batch", {actor + "ppo_epochs": o.updates_per_step}),
+        row("train.steps", t.steps, "trainer.total_training_steps", "native", "",
+            {"trainer.total_training_steps": t.steps}),
+        row("train.seed", t.seed, "data.seed, actor.data_loader_seed", "mapped", "",
+            {"data.seed": t.seed, actor + "data_loader_seed": t.seed}),
+        row("train.eval_every", t.eval_every, "trainer.test_freq", "native", "", {"trainer.test_freq": t.eval_every}),
+        row("train.eval_episodes_per_task", t.eval_episodes_per_task, rollout + "val_kwargs.n", "mapped",
+            "sampled at the training temperature", {rollout + "val_kwargs.n": t.eval_episodes_per_task}),
+        row("train.model", t.model, "actor_rollout_ref.model.path", "mapped",
+            "the folder of a registered model, or a local Hugging Face folder (your own command: your model)"),
+        row("train.lora", t.lora, "actor_rollout_ref.model.lora_rank", "mapped", "0 when off; all linear layers",
+            {"actor_rollout_ref.model.lora_rank": t.lora_rank if t.lora else 0,
+             **({"actor_rollout_ref.model.target_modules": "all-linear"} if t.lora else {})}),
+        row("train.lora_rank", t.lora_rank, "actor_rollout_ref.model.lora_rank", "native",
+            "" if t.lora else "unused without train.lora"),
+        row("train.lora_alpha", t.lora_alpha, "actor_rollout_ref.model.lora_alpha", "native",
+            "" if t.lora else "unused without train.lora",
+            {"actor_rollout_ref.model.lora_alpha": t.lora_alpha} if t.lora else {}),
     ]
 
 
@@ -302,7 +302,12 @@ def threshold_mapping(correction: CorrectionSection, key: str) -> ComponentMappi
     return ComponentMapping(f"correction.{key}", getattr(correction, key), uses[key], "mapped")
 
 
+SETUP = ("The GPU variant (vLLM rollout). First write the run folder it names (recipe, dataset, model): "
+         "agentrl verl prepare RECIPE --run-dir RUN_DIR, which prints the command for this machine; "
+         "agentrl run RECIPE --framework verl --dry-run prints both steps.")
+
+
 def describe(recipe: Recipe, paths: LaunchPaths | None = None) -> FrameworkConfig:
     """The complete Hydra overrides, the mapping table and the ``main_ppo`` command."""
     overrides = hydra_overrides(recipe, paths or default_paths(recipe))
-    return FrameworkConfig("verl", overrides, mappings(recipe), command(overrides))
+    return FrameworkConfig("verl", overrides, mappings(recipe), command(overrides), SETUP)

@@ -1,8 +1,7 @@
 """The episode log of a verl run: one JSON line per episode, written by the agent loop, read by the recorder.
 
-The agent loop appends to the file named by ``AGENTRL_EPISODE_LOG`` (the
-launcher sets it to the run folder's ``episodes.jsonl``; every Ray worker
-inherits it). ``weights_version`` is the trainer step whose weights the
+The agent loop appends to ``episodes.jsonl`` in the run folder of the recipe file
+verl's config names (``+agentrl.recipe``). ``weights_version`` is the trainer step whose weights the
 rollout server held: training episodes of step k ran on version k - 1, and the
 held-out evaluation after step k on version k.
 """
@@ -10,11 +9,10 @@ held-out evaluation after step k on version k.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-LOG_ENV = "AGENTRL_EPISODE_LOG"
+EPISODES_FILE = "episodes.jsonl"
 
 
 @dataclass(frozen=True)
@@ -38,11 +36,6 @@ class EpisodeRecord:
     def policy_tokens(self) -> int:
         """Tokens in the loss: none when the episode is compact-filtered."""
         return 0 if self.filtered else sum(self.policy_mask)
-
-
-def log_path() -> Path | None:
-    value = os.environ.get(LOG_ENV)
-    return Path(value) if value else None
 
 
 def append_episode(path: Path, record: EpisodeRecord) -> None:

@@ -1,4 +1,9 @@
-"""``agentrl run RECIPE --framework verl``: write the dataset and model, then run verl's ``main_ppo``."""
+"""``agentrl run RECIPE --framework verl``: prepare the run folder, then run verl's own ``main_ppo`` command.
+
+The same two steps a user runs by hand (``--dry-run`` prints them): ``agentrl verl prepare`` writes the run
+folder (recipe, dataset, model) and prints the command; the command runs verl's unmodified trainer, whose
+recording ``sync`` trainer (:mod:`agentrl_verl.verl_plugin.trainer`) fills the run folder step by step.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ import os
 import shlex
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -17,19 +23,50 @@ from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.runs.rundir import RunDir
 
 from agentrl_verl import cpu
-from agentrl_verl.config import LaunchPaths, command, default_paths, hydra_overrides
+from agentrl_verl.config import LaunchPaths, command, hydra_overrides, run_paths
 from agentrl_verl.cpu.overrides import cpu_overrides
 from agentrl_verl.dataset import write_dataset
-from agentrl_verl.episodes import LOG_ENV, truncate_episodes
-from agentrl_verl.recorder import EPISODES_FILE, VERL_METRICS_FILE, record_run
+from agentrl_verl.final_weights import latest_checkpoint_step
 
 FRAMEWORK = "verl"
+SCRIPT = "main_ppo.sh"
+SCRIPT_NOTE = ("verl's own trainer for the run in this folder, written by `agentrl verl prepare`. Words after "
+               "the script's name are more Hydra overrides (yours win where the recipe leaves a setting open; "
+               "one that contradicts the recipe stops the run before it starts).")
 
 
 def on_cpu(options: RunOptions) -> bool:
     """Whether to run on verl's ``cpu`` platform: asked for (``options.extra["cpu"]`` or ``VERL_PLATFORM=cpu``),
     or no CUDA GPU here."""
     return bool(options.extra.get("cpu")) or cpu.requested() or not torch.cuda.is_available()
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One launch: its paths, environment variables and ``main_ppo`` command."""
+
+    paths: LaunchPaths
+    env: dict[str, str]
+    command: list[str]
+
+    @property
+    def run(self) -> RunDir:
+        assert self.paths.run_dir is not None
+        return RunDir(self.paths.run_dir)
+
+    def shell(self) -> str:
+        """The command as one shell line, its environment variables first."""
+        return shlex.join([f"{key}={value}" for key, value in self.env.items()] + self.command)
+
+    @property
+    def script(self) -> Path:
+        """``main_ppo.sh`` in the run folder: the command, with any words after it as more overrides."""
+        return self.run.path / SCRIPT
+
+    def write_script(self) -> Path:
+        words = ["exec", "env", *[f"{key}={value}" for key, value in self.env.items()], *self.command]
+        self.script.write_text(f"#!/bin/sh\n# {SCRIPT_NOTE}\n{shlex.join(words)} \"$@\"\n")
+        return self.script
 
 
 def launch_paths(recipe: Recipe, options: RunOptions, prepare: bool = False) -> LaunchPaths:
@@ -41,76 +78,76 @@ def launch_paths(recipe: Recipe, options: RunOptions, prepare: bool = False) -> 
     run_dir = Path(options.resume or options.run_dir or RunDir.default(recipe, FRAMEWORK).path).resolve()
     started_with = RunDir(run_dir).run_info().get("model_path") if options.resume else None
     model = started_with or run_model(recipe, options.model, prepare=prepare)
-    return LaunchPaths(str(model), default_paths(recipe).data_dir, run_dir, max(torch.cuda.device_count(), 1))
+    return run_paths(recipe, run_dir, str(model), max(torch.cuda.device_count(), 1), options.report_to)
 
 
-def launch_command(recipe: Recipe, options: RunOptions, paths: LaunchPaths) -> list[str]:
-    """The full ``main_ppo`` command for ``paths``; a resumed run continues from its folder's latest checkpoint."""
+def plan(recipe: Recipe, options: RunOptions, prepare: bool = False) -> Launch:
+    """The launch for ``options``; a resumed run continues from its folder's latest checkpoint."""
+    paths = launch_paths(recipe, options, prepare)
     overrides = hydra_overrides(recipe, paths)
+    env = {}
     if on_cpu(options):
         overrides.update(cpu_overrides(recipe.train.seed))
+        env[cpu.PLATFORM_ENV] = cpu.PLATFORM
     if options.resume is not None:
         overrides["trainer.resume_mode"] = "auto"
+    assert paths.run_dir is not None
     overrides["hydra.run.dir"] = str(paths.run_dir / "hydra")
-    return command(overrides)
+    if "tensorboard" in paths.loggers:
+        env["TENSORBOARD_DIR"] = str(paths.run_dir / "tensorboard")
+    if "wandb" in paths.loggers:
+        env["WANDB_DIR"] = str(paths.run_dir)
+    return Launch(paths, env, command(overrides))
 
 
-def latest_checkpoint_step(run: RunDir) -> int:
-    """The step of verl's latest checkpoint in ``run`` (what ``trainer.resume_mode=auto`` resumes from)."""
-    marker = run.checkpoints / "latest_checkpointed_iteration.txt"
-    if not marker.is_file():
-        raise AgentRLError(f"{run.path} has no verl checkpoint yet: start the run again instead of resuming it")
-    return int(marker.read_text().strip())
+def prepare(recipe: Recipe, options: RunOptions) -> Launch:
+    """Write the run folder (recipe, ``run.json``, the dataset under ``data/``, ``main_ppo.sh``) and build the
+    model; returns the launch that trains in it."""
+    launch = plan(recipe, options, prepare=True)
+    if options.resume is None:
+        launch.run.create(recipe, FRAMEWORK, {"model": options.model or recipe.train.model,
+                                              "model_path": launch.paths.model})
+        write_dataset(launch.paths.data_dir, recipe.environment)
+        launch.write_script()
+    return launch
 
 
-def save_final_weights(run: RunDir) -> Path:
-    """The actor of verl's last checkpoint as a plain Hugging Face folder, ``final/`` in the run folder.
+def prepare_command(recipe: Recipe, options: RunOptions, run_dir: Path) -> str:
+    """The ``agentrl verl prepare`` line that writes this run's folder (the recipe as the user named it)."""
+    line = ["agentrl", "verl", "prepare", *options.recipe_args, "--run-dir", str(run_dir)]
+    if options.model:
+        line += ["--model", options.model]
+    if options.report_to:
+        line += ["--report-to", ",".join(options.report_to)]
+    if options.extra.get("cpu"):
+        line.append("--cpu")
+    return shlex.join(line)
 
-    One shard (one trainer process, as on a CPU) is written as it was trained, in float32; several
-    shards go through verl's own ``verl.model_merger``, which writes bfloat16.
-    """
-    actor = run.checkpoints / f"global_step_{latest_checkpoint_step(run)}" / "actor"
-    shards = sorted(actor.glob("model_world_size_*_rank_*.pt"))
-    if len(shards) != 1:
-        merge = [sys.executable, "-m", "verl.model_merger", "merge", "--backend", "fsdp", "--local_dir", str(actor),
-                 "--target_dir", str(run.final_weights)]
-        done = subprocess.run(merge, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise AgentRLError(f"verl's model merger failed on {actor}:\n{done.stderr[-3000:]}")
-        return run.final_weights
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    state = torch.load(shards[0], map_location="cpu", weights_only=False)
-    model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(actor / "huggingface"), dtype=torch.float32)
-    model.load_state_dict({key: getattr(value, "to_local", lambda v=value: v)() for key, value in state.items()})
-    model.save_pretrained(run.final_weights)
-    AutoTokenizer.from_pretrained(actor / "huggingface").save_pretrained(run.final_weights)
-    return run.final_weights
+def print_plan(recipe: Recipe, options: RunOptions) -> None:
+    """``--dry-run``: the run as the two commands of a hand-run job, in order."""
+    launch = plan(recipe, options)
+    variant = "CPU: verl's cpu platform and agentrl_hf rollout" if cpu.PLATFORM_ENV in launch.env else \
+        "GPU: vLLM rollout"
+    if options.resume is None:
+        print(f"# 1. the run folder: recipe, dataset and model\n{prepare_command(recipe, options, launch.run.path)}")
+    print(f"# 2. verl's own trainer ({variant})\n{launch.shell()}")
 
 
 def launch(recipe: Recipe, options: RunOptions) -> Path | None:
-    """Print the command (``--dry-run``) or run it in a subprocess; returns the run folder."""
-    paths = launch_paths(recipe, options, prepare=not options.dry_run)
-    cmd = launch_command(recipe, options, paths)
-    env = {cpu.PLATFORM_ENV: cpu.PLATFORM} if on_cpu(options) else {}
+    """Print the commands (``--dry-run``) or run them; returns the run folder."""
     if options.dry_run:
-        print(shlex.join([f"{key}={value}" for key, value in env.items()] + cmd))
+        print_plan(recipe, options)
         return None
-    if env:
+    if options.resume is not None:
+        latest_checkpoint_step(RunDir(options.resume).checkpoints)
+    started = prepare(recipe, options)
+    if cpu.PLATFORM_ENV in started.env:
         cpu.activate()  # here too: verl's plugin loader would only log a VerlChangedError at DEBUG
-    run = RunDir(paths.run_dir)
-    if options.resume is None:
-        run.create(recipe, FRAMEWORK, {"model": options.model or recipe.train.model, "model_path": paths.model})
-    else:
-        truncate_episodes(run.path / EPISODES_FILE, latest_checkpoint_step(run))
-    write_dataset(paths.data_dir, recipe.environment)
-    env = {**os.environ, **env, "VERL_FILE_LOGGER_PATH": str(run.path / VERL_METRICS_FILE),
-           LOG_ENV: str(run.path / EPISODES_FILE)}
-    result = subprocess.run([sys.executable, *cmd[1:]], env=env, check=False)
+    result = subprocess.run([sys.executable, *started.command[1:]], env={**os.environ, **started.env}, check=False)
     if result.returncode != 0:
-        raise AgentRLError(f"verl's main_ppo exited with status {result.returncode}; run folder {run.path}")
-    save_final_weights(run)
-    report = record_run(run)
-    print(f"run folder: {run.path}\nreport: {report}", file=sys.stderr)
-    return run.path
+        raise AgentRLError(f"verl's main_ppo exited with status {result.returncode}; run folder {started.run.path}")
+    if not started.run.report_file.is_file():
+        raise AgentRLError(f"verl's main_ppo finished without agentrl's report in {started.run.path}: was "
+                           f"{cpu.PLATFORM_ENV} or trainer.v1.trainer_mode changed?")
+    return started.run.path

@@ -1,30 +1,41 @@
-"""After ``main_ppo``: the run folder's ``metrics.jsonl`` and report, from the episode log and verl's metrics.
+"""The run folder of a verl run, step by step inside verl's trainer: ``metrics.jsonl``, the hook, the loggers.
 
-Per step, the figures come from where they are measured: rewards, hacks, filtering
-and loss tokens from the episodes the agent loop logged (``episodes.py``); clip
-fraction, entropy, the correction's capped fraction and the step time from
-verl's own metrics file (``VERL_FILE_LOGGER_PATH``). Held-out pass@1 is the
-mean verdict of the held-out episodes run on that step's weights.
+:class:`StepRecorder` is what :class:`~agentrl_verl.verl_plugin.trainer.AgentRLTrainer` calls: after each step
+(and after the evaluation before the first) it appends verl's metrics of the step to ``verl_metrics.jsonl``,
+makes the step's row from the episodes the agent loop logged (``episodes.py``) and those metrics, appends it
+to ``metrics.jsonl``, calls ``agentrl_step_end`` and returns the ``agentrl/`` figures that verl's own loggers
+(``trainer.logger``) then log with the step. Rewards, hacks, filtering and loss tokens come from the episodes;
+clip fraction, entropy (the trainer's mean over loss tokens, :data:`ENTROPY_KEY`), the correction's capped
+fraction and the step time from verl's metrics. Held-out
+pass@1 is the mean verdict of the held-out episodes run on that step's weights.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import numbers
 import statistics
+import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable
 
-from agentrl_plugins.runs.metrics import StepMetrics
+from agentrl_plugins.errors import AgentRLError
+from agentrl_plugins.plugins import get_plugin_manager
+from agentrl_plugins.recipe_schema import Recipe
+from agentrl_plugins.runs.metrics import StepMetrics, logged_figures
+from agentrl_plugins.runs.progress import record_step
 from agentrl_plugins.runs.report import write_report
 from agentrl_plugins.runs.rundir import RunDir
 
-from agentrl_verl.episodes import EpisodeRecord, read_episodes
+from agentrl_verl.episodes import EPISODES_FILE, EpisodeRecord, read_episodes, truncate_episodes
+from agentrl_verl.final_weights import save_final_weights
 
-EPISODES_FILE = "episodes.jsonl"
 VERL_METRICS_FILE = "verl_metrics.jsonl"
 CAPPED_KEYS = ("rollout_corr/rollout_is_ratio_fraction_high", "actor/agentrl/capped_fraction")
+ENTROPY_KEY = "actor/agentrl/token_mean_entropy"
+"""The recording trainer's entropy figure: the mean over the step's loss tokens, whatever the aggregation."""
 
 
 def verl_metrics(path: Path) -> dict[int, dict[str, Any]]:
@@ -72,15 +83,69 @@ def step_rows(episodes: list[EpisodeRecord], metrics: dict[int, dict[str, Any]])
             filtered_fraction=mean(float(e.filtered) for e in batch),
             clip_fraction=number(verl.get("actor/pg_clipfrac")),
             is_capped_fraction=number(capped),
-            entropy=number(verl.get("actor/entropy")),
+            entropy=number(verl.get(ENTROPY_KEY)),
             policy_tokens=sum(e.policy_tokens for e in batch),
             seconds=number(verl.get("timing_s/step")) or number(verl.get("timing_s/testing")) or 0.0,
         ))
     return rows
 
 
-def record_run(run: RunDir) -> Path:
-    """Write ``metrics.jsonl`` (replacing it) and the report; returns the report's path."""
-    rows = step_rows(read_episodes(run.path / EPISODES_FILE), verl_metrics(run.path / VERL_METRICS_FILE))
-    run.metrics_file.write_text("".join(json.dumps(row.to_dict()) + "\n" for row in rows))
-    return write_report(run)
+def scalars(data: dict[str, Any]) -> dict[str, float]:
+    """The numbers among verl's metrics of a step (what its file logger would keep)."""
+    return {key: float(value) for key, value in data.items()
+            if isinstance(value, numbers.Real) or getattr(value, "ndim", None) == 0}
+
+
+class StepRecorder:
+    """Records one agentrl run inside verl's trainer; its run folder holds the recipe file verl's config names."""
+
+    def __init__(self, run: RunDir, recipe: Recipe, hooks: Any = None):
+        self.run, self.recipe = run, recipe
+        self.hooks = hooks if hooks is not None else get_plugin_manager().hook
+
+    @classmethod
+    def for_recipe_file(cls, recipe_file: Path) -> StepRecorder:
+        """The recorder of the run folder ``recipe_file`` is in; a clear error when it is not a run folder."""
+        run = RunDir(recipe_file.parent)
+        if not run.run_file.is_file():
+            raise AgentRLError(f"{recipe_file} is not in a run folder (no {run.run_file.name} beside it): write one "
+                               f"with `agentrl verl prepare RECIPE --run-dir DIR` and name DIR/recipe.toml")
+        return cls(run, run.load_recipe())
+
+    @property
+    def episodes_file(self) -> Path:
+        return self.run.path / EPISODES_FILE
+
+    @property
+    def verl_metrics_file(self) -> Path:
+        return self.run.path / VERL_METRICS_FILE
+
+    def record(self, step: int, data: dict[str, Any]) -> dict[str, float]:
+        """Record step ``step`` from verl's metrics ``data``; returns the agentrl figures to log with them."""
+        with open(self.verl_metrics_file, "a") as handle:
+            handle.write(json.dumps({"step": step, "data": scalars(data)}) + "\n")
+        rows = step_rows(read_episodes(self.episodes_file), verl_metrics(self.verl_metrics_file))
+        row = next((row for row in rows if row.step == step), None)
+        if row is None:
+            print(f"agentrl: step {step} has no logged episode, so no metrics row (the agent loop logs to "
+                  f"{self.episodes_file})", file=sys.stderr, flush=True)
+            return {}
+        record_step(self.run, row, self.hooks)
+        return logged_figures(row)
+
+    def resume_from(self, step: int) -> None:
+        """Drop what a resume from step ``step``'s checkpoint runs again (verl evaluates that step's weights
+        again before it continues, so their evaluation goes too)."""
+        truncate_episodes(self.episodes_file, step)
+        self.run.truncate_metrics(step - 1)
+        kept = {s: data for s, data in verl_metrics(self.verl_metrics_file).items() if s <= step}
+        self.verl_metrics_file.write_text("".join(json.dumps({"step": s, "data": data}) + "\n"
+                                                  for s, data in sorted(kept.items())))
+
+    def finish(self, checkpoints: Path | None) -> Path:
+        """After the last step: the last checkpoint as ``final/`` (when verl saved one) and the report."""
+        if checkpoints is not None:
+            save_final_weights(self.run, checkpoints)
+        report = write_report(self.run)
+        print(f"run folder: {self.run.path}\nreport: {report}", file=sys.stderr, flush=True)
+        return report

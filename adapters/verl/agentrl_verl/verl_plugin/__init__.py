@@ -1,7 +1,7 @@
 """verl's ``verl.plugins`` entry point: what agentrl-verl registers in verl on ``import verl``, in every process.
 
-Every agentrl advantage estimator, a policy loss per correction and an agent loop
-per environment; with ``VERL_PLATFORM=cpu``, the CPU platform and rollout
+Every agentrl advantage estimator, a policy loss per correction, an agent loop
+per environment and the recording ``sync`` trainer; with ``VERL_PLATFORM=cpu``, the CPU platform and rollout
 backend. ``import verl`` comes first: whichever of verl or this package is
 imported first, verl finishes initialising (and its plugin loading finds this
 package mid-import, harmlessly) before the modules below import its parts.
@@ -18,4 +18,9 @@ ESTIMATORS = register_estimators()
 POLICY_LOSSES = register_policy_losses()
 CPU_WORKAROUNDS = cpu.activate() if cpu.requested() else {}
 
-__all__ = ["AGENT_LOOPS", "CPU_WORKAROUNDS", "ESTIMATORS", "POLICY_LOSSES"]
+# verl's trainer modules ask for the device when imported: after the CPU platform is registered.
+from agentrl_verl.verl_plugin.trainer import register_trainer  # noqa: E402
+
+TRAINER = register_trainer()
+
+__all__ = ["AGENT_LOOPS", "CPU_WORKAROUNDS", "ESTIMATORS", "POLICY_LOSSES", "TRAINER"]

@@ -29,7 +29,7 @@ from agentrl_plugins.runs.evaluate import honest_pass
 from agentrl_plugins.runs.rundir import read_recipe_file
 from agentrl_plugins.types import Generation, Sampling, Task, Trajectory
 
-from agentrl_verl.episodes import EpisodeRecord, append_episode, log_path
+from agentrl_verl.episodes import EPISODES_FILE, EpisodeRecord, append_episode
 from agentrl_verl.names import agent_loop_name
 from agentrl_verl.recipe_file import recipe_path
 
@@ -86,6 +86,7 @@ class EpisodeAgentLoop(AgentLoopBase):
         super().__init__(*args, **kwargs)
         path = recipe_path(self.config)
         self.recipe = read_recipe_file(path)
+        self.episodes_file = path.parent / EPISODES_FILE
         named = self.recipe.environment
         self.service = episode_service(path, named if named.name == self.environment
                                        else EnvironmentSection(self.environment))
@@ -93,15 +94,13 @@ class EpisodeAgentLoop(AgentLoopBase):
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         task = self.service.task(kwargs["extra_info"]["task_id"],
-                                 "Write the dataset with: agentrl verl dataset OUT_DIR")
+                                 "Write the dataset with: agentrl verl prepare RECIPE --run-dir DIR")
         generate = ServerGenerate(self.server_manager, sampling_params, self.tokenizer.eos_token_id)
         sampling = self.service.sampling(sampling_params["temperature"], sampling_params["top_p"],
                                          sampling_params["top_k"])
         trajectory = await self.service.play(task, generate, self.tokenizer, sampling=sampling, limits=self.limits)
         output = self.output(trajectory, generate.seconds, generate.global_steps)
-        log = log_path()
-        if log is not None:
-            append_episode(log, episode_record(task, trajectory, output))
+        append_episode(self.episodes_file, episode_record(task, trajectory, output))
         return output
 
     def output(self, trajectory: Trajectory, generate_seconds: float,

@@ -62,6 +62,12 @@ def check_registration() -> None:
     except Exception:
         raise RegistrationError(f"verl's plugin {PLUGIN_MODULE} fails to import:\n"
                                 f"{traceback.format_exc(limit=-3)}") from None
+    from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY
+
+    from agentrl_verl.verl_plugin.trainer import MODE, AgentRLTrainer
+
     absent = missing()
+    if TRAINER_REGISTRY.get(MODE) is not AgentRLTrainer:
+        absent.append(f"trainer {MODE!r} (verl's trainer_mode; {TRAINER_REGISTRY.get(MODE)!r} is registered)")
     if absent:
         raise RegistrationError(f"{PLUGIN_MODULE} imported but did not register {', '.join(absent)}")

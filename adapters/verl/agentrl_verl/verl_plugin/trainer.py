@@ -1,0 +1,147 @@
+"""verl's sync trainer, recording the agentrl run when verl's config names a recipe (``+agentrl.recipe``).
+
+Registered as verl's ``sync`` trainer (``trainer.v1.trainer_mode=sync``, verl's default), so verl's own
+``main_ppo`` command gets it with no extra setting; without ``+agentrl.recipe`` it is verl's trainer
+unchanged. With it, before anything is built, verl's config is checked against the recipe
+(:mod:`agentrl_verl.own_config`) and the dataset against the recipe's environment; then every step
+(and the evaluation before the first) is recorded in the run folder and logged by verl's loggers
+(:mod:`agentrl_verl.recorder`); after the last, ``final/`` and the report are written.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import transfer_queue as tq
+from verl import DataProto
+from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY
+from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+from agentrl_plugins.errors import AgentRLError
+from agentrl_plugins.recipe_schema import Recipe
+from agentrl_plugins.user_config import changes_table
+
+from agentrl_verl.own_config import reconcile_config, value_at
+from agentrl_verl.recipe_file import RECIPE_KEY, select
+from agentrl_verl.recorder import ENTROPY_KEY, StepRecorder
+
+MODE = "sync"
+
+
+def check_dataset(config: Any, recipe: Recipe) -> None:
+    """The train and validation files hold the recipe's environment, with its options, in the recipe's splits."""
+    env = recipe.environment
+    for key, split in (("data.train_files", env.train_split), ("data.val_files", env.eval_split)):
+        files = value_at(config, key)
+        first = next(iter([files] if isinstance(files, str) else files or []), None)
+        hint = "write it with `agentrl verl prepare RECIPE --run-dir DIR` (DIR/data/<split>.parquet)"
+        if first is None or not Path(first).is_file():
+            raise AgentRLError(f"{key}={files!r} is not the agentrl dataset of recipe {recipe.name!r}: {hint}")
+        info = pd.read_parquet(first, columns=["extra_info"]).iloc[0]["extra_info"]
+        found = (info.get("environment"), json.loads(info.get("environment_options") or "{}"), info.get("split"))
+        if found != (env.name, env.options, split):
+            raise AgentRLError(f"{first} holds environment {found[0]!r} with options {found[1]} (split {found[2]!r}); "
+                               f"recipe {recipe.name!r} needs {env.name!r} with options {env.options} (split "
+                               f"{split!r}): {hint}")
+
+
+def token_mean_entropy(batch: Any) -> float | None:
+    """The policy's entropy averaged over the batch's loss tokens (the one definition of the ``entropy``
+    figure in every framework; verl's ``actor/entropy`` aggregates it the way the loss aggregates). None when
+    verl computed no entropies (its bypass mode)."""
+    try:
+        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id,
+                               select_fields=["entropy", "response_mask"])
+    except (KeyError, ValueError):
+        return None
+    padded = DataProto(batch=data.to_padded_tensor()).batch
+    mask = padded["response_mask"].to(padded["entropy"].dtype)
+    return float((padded["entropy"] * mask).sum() / mask.sum().clamp(min=1))
+
+
+def start_recorder(config: Any) -> StepRecorder | None:
+    """The run's recorder after the checks, or None when verl's config names no recipe."""
+    path = select(config, RECIPE_KEY)
+    if path is None:
+        return None
+    recorder = StepRecorder.for_recipe_file(Path(str(path)))
+    check_dataset(config, recorder.recipe)
+    changes = reconcile_config(config, recorder.recipe)
+    print(changes_table(changes, "verl config", recorder.recipe.name), file=sys.stderr, flush=True)
+    recorder.run.update_info(config_changes=[[c.name, repr(c.default), repr(c.value), c.source] for c in changes])
+    return recorder
+
+
+class AgentRLTrainer(PPOTrainerSync):
+    """:class:`PPOTrainerSync` plus the agentrl run folder and figures (inert without ``+agentrl.recipe``)."""
+
+    def __init__(self, config: Any):
+        self.agentrl = start_recorder(config)
+        self.agentrl_training = False
+        super().__init__(config)
+
+    def _load_checkpoint(self, *args: Any, **kwargs: Any) -> Any:
+        loaded = super()._load_checkpoint(*args, **kwargs)
+        if self.agentrl is not None and self.global_steps > 0:
+            self.agentrl.resume_from(self.global_steps)
+        return loaded
+
+    def on_train_begin(self) -> None:
+        super().on_train_begin()
+        self.agentrl_training = True
+
+    def _validate(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        metrics = super()._validate(*args, **kwargs)
+        if self.agentrl is not None and not self.agentrl_training:
+            metrics.update(self.agentrl.record(self.global_steps, metrics))
+        return metrics
+
+    def _compute_old_log_prob(self, batch: Any, metrics: dict[str, Any]) -> Any:
+        batch = super()._compute_old_log_prob(batch, metrics)
+        if self.agentrl is not None:
+            entropy = token_mean_entropy(batch)
+            if entropy is not None:
+                metrics[ENTROPY_KEY] = entropy
+        return batch
+
+    def _compute_metrics(self, batch: Any, metrics: dict[str, Any], timing_raw: Any, global_steps: int,
+                         epoch: int) -> Any:
+        computed = super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
+        if self.agentrl is not None:
+            metrics.update(self.agentrl.record(global_steps, metrics))
+        return computed
+
+    def fit(self, *args: Any, **kwargs: Any) -> Any:
+        result = super().fit(*args, **kwargs)
+        if self.agentrl is not None:
+            saved = self.config.trainer.save_freq > 0
+            self.agentrl.finish(Path(self.config.trainer.default_local_dir) if saved else None)
+        return result
+
+
+def refusing(mode: str, trainer: type) -> type:
+    """``trainer`` (verl's trainer of another mode), refusing a config that names a recipe: nothing would be
+    recorded."""
+
+    def __init__(self: Any, config: Any) -> None:
+        if select(config, RECIPE_KEY) is not None:
+            raise AgentRLError(f"trainer.v1.trainer_mode={mode!r}: agentrl records runs of verl's {MODE!r} trainer "
+                               f"only; set trainer.v1.trainer_mode={MODE} (verl's default)")
+        trainer.__init__(self, config)
+
+    return type(trainer.__name__, (trainer,), {"__init__": __init__, "__module__": __name__,
+                                               "__doc__": refusing.__doc__})
+
+
+def register_trainer() -> type[AgentRLTrainer]:
+    """Make :class:`AgentRLTrainer` verl's ``sync`` trainer (a subclass of verl's own); verl's other modes
+    refuse a config that names a recipe."""
+    for mode, trainer in list(TRAINER_REGISTRY.items()):
+        if mode != MODE and trainer.__module__ != __name__:
+            TRAINER_REGISTRY[mode] = refusing(mode, trainer)
+    TRAINER_REGISTRY[MODE] = AgentRLTrainer
+    return AgentRLTrainer

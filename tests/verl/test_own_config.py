@@ -1,0 +1,111 @@
+"""Your own verl config against the recipe, as verl's recording trainer checks it before anything is built: the
+core's one rule on verl's own composed config, and the dataset checked against the recipe's environment."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_module
+from omegaconf import DictConfig, OmegaConf
+
+from agentrl_plugins.errors import AgentRLError
+from agentrl_plugins.recipe import load_recipe
+from agentrl_plugins.recipe_schema import EnvironmentSection
+from agentrl_plugins.runs.rundir import RunDir
+from agentrl_plugins.user_config import ConfigConflictError, same
+
+from agentrl_verl.config import command, decided, launch_overrides, run_paths
+from agentrl_verl.dataset import write_dataset
+from agentrl_verl.own_config import reconcile_config, value_at
+from agentrl_verl.verl_plugin.trainer import check_dataset, start_recorder
+
+ACTOR = "actor_rollout_ref.actor."
+
+
+@pytest.fixture(scope="module")
+def recipe():
+    return load_recipe("deepswe_grpopp", {"train.steps": 2}, "laptop")
+
+
+@pytest.fixture()
+def run(tmp_path, recipe, model_dir):
+    run = RunDir(tmp_path / "run")
+    run.create(recipe, "verl")
+    write_dataset(run.path / "data", recipe.environment)
+    return run
+
+
+def composed(overrides: list[str]) -> DictConfig:
+    """verl's config as ``main_ppo`` hands it to the trainer: composed from the overrides, then resolved."""
+    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
+        config = compose("ppo_trainer", overrides=overrides)
+    OmegaConf.resolve(config)
+    return config
+
+
+def launch_only(recipe, run, extra: list[str] = ()) -> list[str]:
+    """A user's own command: the paths and the recipe file, and none of the recipe's settings."""
+    return command(launch_overrides(recipe, run_paths(recipe, run.path, "/models/m")))[3:] + list(extra)
+
+
+def full(recipe, run) -> list[str]:
+    return command({**launch_overrides(recipe, run_paths(recipe, run.path, "/models/m")),
+                    **{s.name: s.value for s in decided(recipe)}})[3:]
+
+
+def test_settings_left_at_verls_defaults_get_the_recipes_values_and_their_followers_too(recipe, run):
+    mine, printed = composed(launch_only(recipe, run)), composed(full(recipe, run))
+    changes = reconcile_config(mine, recipe)
+    for setting in decided(recipe):
+        assert same(value_at(mine, setting.name), setting.value), setting.name
+    names = {change.name for change in changes}
+    assert {"algorithm.adv_estimator", ACTOR + "optim.lr", "data.train_batch_size"} <= names
+    followers = {c.name: c for c in changes if c.source.startswith("follows ")}
+    assert followers["actor_rollout_ref.rollout.response_length"].source == "follows data.max_response_length"
+    for name in followers:
+        assert same(value_at(mine, name), value_at(printed, name)), "as if the override had been on the command line"
+
+
+def test_the_printed_command_already_agrees(recipe, run):
+    assert reconcile_config(composed(full(recipe, run)), recipe) == []
+
+
+def test_every_contradicting_setting_is_named_with_both_values_and_nothing_is_changed(recipe, run):
+    mine = composed(launch_only(recipe, run, [ACTOR + "optim.lr=0.5", "actor_rollout_ref.rollout.n=3",
+                                              "trainer.v1.trainer_mode=colocate_async"]))
+    before = copy.deepcopy(mine)
+    with pytest.raises(ConfigConflictError) as error:
+        reconcile_config(mine, recipe)
+    assert {c.name: (c.yours, c.value) for c in error.value.conflicts} == {
+        ACTOR + "optim.lr": (0.5, recipe.optim.lr), "actor_rollout_ref.rollout.n": (3, recipe.rollout.group_size),
+        "trainer.v1.trainer_mode": ("colocate_async", "sync")}
+    assert "optim.lr=" in str(error.value) and "agentrl verl prepare" in str(error.value)
+    assert mine == before
+
+
+def test_a_setting_the_recipe_leaves_open_stays_yours(recipe, run):
+    mine = composed(launch_only(recipe, run, [ACTOR + "ppo_max_token_len_per_gpu=4096", "trainer.save_freq=-1"]))
+    reconcile_config(mine, recipe)
+    assert mine.actor_rollout_ref.actor.ppo_max_token_len_per_gpu == 4096 and mine.trainer.save_freq == -1
+
+
+def test_the_trainer_checks_and_lists_before_anything_is_built(recipe, run, capsys):
+    mine = composed(launch_only(recipe, run))
+    recorder = start_recorder(mine)
+    assert recorder is not None and recorder.run.path == run.path
+    assert "set " in capsys.readouterr().err
+    assert ["algorithm.adv_estimator", "'gae'", "'agentrl_rloo'", "advantage.estimator='rloo'"] in \
+        run.run_info()["config_changes"]
+    assert start_recorder(composed([])) is None, "without +agentrl.recipe it is verl's own trainer"
+
+
+def test_a_dataset_written_for_other_options_or_none_at_all_is_refused(recipe, run, tmp_path):
+    write_dataset(tmp_path / "plain", EnvironmentSection("bugfix"))
+    elsewhere = composed(launch_only(recipe, run, [f"data.train_files={tmp_path / 'plain' / 'train.parquet'}"]))
+    with pytest.raises(AgentRLError, match=r"options \{\}.*renamed_variants.*agentrl verl prepare"):
+        check_dataset(elsewhere, recipe)
+    missing = composed(launch_only(recipe, run, [f"data.train_files={Path('/nowhere/train.parquet')}"]))
+    with pytest.raises(AgentRLError, match="is not the agentrl dataset"):
+        check_dataset(missing, recipe)
