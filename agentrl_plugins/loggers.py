@@ -32,10 +32,3 @@ def check_loggers(names: Sequence[str]) -> None:
         raise AgentRLError(f"--report-to names {', '.join(missing)}, not installed in this environment. "
                            f"Install it into the framework's environment ({hints}), or leave it out.")
 
-
-def refuse_loggers(framework: str, names: Sequence[str]) -> None:
-    """For an adapter that does not map ``--report-to`` yet: a clear error rather than loggers silently unused."""
-    if names:
-        raise AgentRLError(f"--report-to {','.join(names)}: the {framework} adapter does not map experiment loggers "
-                           f"yet, so nothing would reach them. Leave --report-to out (the run folder's metrics.jsonl "
-                           f"and report.md hold every figure), or run with --framework trl.")

@@ -1,4 +1,5 @@
-"""Helpers for testing plugins: a byte-level chat tokenizer, scripted generation, a fresh environment.
+"""Helpers for testing plugins: a byte-level chat tokenizer, scripted generation, a fresh environment, and the
+mapping contract every framework adapter keeps.
 
 Like pytest's ``pytester``, these are part of the public API so that plugin
 authors can test an environment or verifier the way the core tests its own,
@@ -7,13 +8,18 @@ and test their distribution as a user installs it.
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sysconfig
 import venv
+from collections import Counter
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Sequence, get_args
 
+from agentrl_plugins.adapter import FrameworkAdapter, MappingStatus, decided_settings
+from agentrl_plugins.recipe_schema import SECTIONS, Recipe
 from agentrl_plugins.types import Generation, Sampling
+from agentrl_plugins.user_config import same
 
 
 class ByteChatTokenizer:
@@ -73,3 +79,34 @@ def fresh_environment(root: Path, *projects: Path) -> Path:
         subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
                         *map(str, projects)], check=True)
     return python
+
+
+def recipe_keys() -> list[str]:
+    """Every key of the recipe schema, ``section.key``."""
+    return [f"{section}.{field.name}" for section, cls in SECTIONS.items() for field in dataclasses.fields(cls)]
+
+
+def mapping_problems(adapter: FrameworkAdapter, recipe: Recipe) -> list[str]:
+    """What breaks the mapping contract in ``adapter.describe(recipe)``; empty when it holds.
+
+    The contract: exactly one row per recipe key, with the recipe's value and a known status, and no
+    framework setting decided by two rows (:func:`~agentrl_plugins.adapter.decided_settings`).
+    """
+    rows = adapter.describe(recipe).mappings
+    counts = Counter(row.key for row in rows)
+    expected = recipe_keys()
+    problems = [f"no row for {key}" for key in expected if key not in counts]
+    problems += [f"{count} rows for {key}" for key, count in counts.items() if count > 1]
+    problems += [f"a row for {key}, which is not a recipe key" for key in counts if key not in expected]
+    for row in rows:
+        section, _, name = row.key.partition(".")
+        recipes = getattr(getattr(recipe, section), name) if row.key in expected else None
+        if row.key in expected and not same(row.value, recipes):
+            problems.append(f"{row.key}: the row says {row.value!r}, the recipe {recipes!r}")
+        if row.status not in get_args(MappingStatus):
+            problems.append(f"{row.key}: unknown status {row.status!r}")
+    try:
+        decided_settings(rows)
+    except ValueError as error:
+        problems.append(str(error))
+    return problems

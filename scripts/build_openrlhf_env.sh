@@ -29,5 +29,7 @@ pip_openrlhf "$PY" --no-deps "openrlhf==0.11.2"
 pip_openrlhf "$PY" "$TORCH_PIN" "transformers==5.15.0" "ray[default]==2.55.0" accelerate aiohttp datasets einops \
     peft pillow pylatexenc sympy torchdata tqdm
 DS_BUILD_OPS=0 pip_openrlhf "$PY" --no-build-isolation "$TORCH_PIN" "deepspeed==0.19.6"
-(cd "$ROOT" && pip_openrlhf "$PY" "$TORCH_PIN" -e ".[hf]" -e envs/bugfix_gym -e models/tinyagent -e adapters/openrlhf pytest pytest-asyncio)
+# tensorboard: the logger the tests read back (--report-to tensorboard); users bring their own.
+(cd "$ROOT" && pip_openrlhf "$PY" "$TORCH_PIN" -e ".[hf]" -e envs/bugfix_gym -e models/tinyagent -e adapters/openrlhf pytest pytest-asyncio \
+    tensorboard)
 echo "$STAMP" > "$DIR/.stamp"

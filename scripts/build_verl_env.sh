@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Build .venvs/verl: torch pinned first (a local CPU build), then verl 0.9.1 with what its trainer and
-# agent loop import, then this repo's packages with the verl adapter.
+# Build .venvs/verl: torch pinned first (a local CPU build), then this repo's packages with the verl adapter,
+# which brings verl 0.9.1 and what its main_ppo imports at run time.
 # Idempotent: skipped when the stamp (hash of the files it is built from) is unchanged.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/envs.sh"
@@ -17,9 +17,7 @@ rm -rf "$DIR"
 "$PYTHON" -m venv "$DIR"
 pip_quiet "$DIR/bin/python" --upgrade pip
 pip_quiet "$DIR/bin/python" "$TORCH_PIN"
-# verl pins transformers>=5.5.3,<5.11,!=5.6.0; main_ppo and the agent loop also import these.
-pip_quiet "$DIR/bin/python" "$TORCH_PIN" "verl==0.9.1" "transformers>=5.5.3,<5.11,!=5.6.0" \
-    "ray[default]>=2.41" cachetools uvicorn fastapi "TransferQueue>=0.1.10" pyzmq msgspec pandas pyarrow
+# agentrl-verl declares what verl's main_ppo needs here (TransferQueue, Ray, ...) beside verl itself.
 (cd "$ROOT" && pip_quiet "$DIR/bin/python" "$TORCH_PIN" -e ".[hf]" -e envs/bugfix_gym -e models/tinyagent -e adapters/verl \
     pytest pytest-asyncio)
 echo "$STAMP" > "$DIR/.stamp"

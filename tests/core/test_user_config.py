@@ -7,7 +7,7 @@ import enum
 import pytest
 
 from agentrl_plugins.errors import AgentRLError, UnknownNameError
-from agentrl_plugins.loggers import check_loggers, parse_loggers, refuse_loggers
+from agentrl_plugins.loggers import check_loggers, parse_loggers
 from agentrl_plugins.user_config import ConfigConflictError, Decided, changes_table, reconcile, same
 
 DECIDED = [Decided("lr", 1e-6, "optim.lr=1e-06"), Decided("loss", "luspo", "loss.aggregation='seq-mean-token-sum'"),
@@ -55,8 +55,3 @@ def test_a_logger_not_installed_says_how_to_install_it(monkeypatch):
         check_loggers(["trackio"])
     check_loggers([])
 
-
-def test_an_adapter_without_logger_mapping_refuses_rather_than_ignores():
-    refuse_loggers("verl", ())
-    with pytest.raises(AgentRLError, match=r"the verl adapter does not map experiment loggers"):
-        refuse_loggers("verl", ("tensorboard",))

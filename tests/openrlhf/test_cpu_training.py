@@ -1,4 +1,6 @@
-"""A real two-step OpenRLHF 0.11.2 training on the BugFix gym, on a CPU, through ``agentrl run --framework openrlhf``.
+"""A real two-step OpenRLHF 0.11.2 training on the BugFix gym, on a CPU, run as an OpenRLHF user runs it: the two
+commands ``agentrl run --framework openrlhf --dry-run`` prints (``agentrl openrlhf prepare``, then OpenRLHF's own
+command), verbatim, in a shell, with ``--report-to tensorboard``.
 
 The unmodified ``python -m openrlhf.cli.train_ppo_ray`` runs under the CPU backend: DeepSpeed on
 its CPU accelerator, the Hugging Face rollout actor in place of vLLM, weights synced over gloo,
@@ -16,12 +18,15 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from transformers import AutoModelForCausalLM
 
 from agentrl_plugins.algorithms import lr_multiplier
+from agentrl_plugins.runs.metrics import logged_figures
 from agentrl_plugins.runs.rundir import RunDir
 
 from agentrl_openrlhf.cpu import BACKEND_ENV
@@ -40,12 +45,19 @@ def test_two_real_openrlhf_steps_on_the_cpu_backend(tmp_path, tokenizer):
     initial.save_pretrained(tmp_path / "model")
     tokenizer.save_pretrained(tmp_path / "model")
     run = RunDir(tmp_path / "run")
-    result = subprocess.run(
+    env = {**os.environ, BACKEND_ENV: "cpu", "OMP_NUM_THREADS": "1",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    dry = subprocess.run(
         [sys.executable, "-m", "agentrl_plugins", "run", "deepswe_grpopp", "--framework", "openrlhf",
-         "--profile", "laptop", "--model", str(tmp_path / "model"), "--out", str(run.path),
-         *[arg for key, value in OVERRIDES.items() for arg in ("-o", f"{key}={value}")]],
-        capture_output=True, text=True, timeout=900, env={**os.environ, BACKEND_ENV: "cpu", "OMP_NUM_THREADS": "1"})
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
+         "--profile", "laptop", "--model", str(tmp_path / "model"), "--out", str(run.path), "--report-to",
+         "tensorboard", "--dry-run", *[arg for key, value in OVERRIDES.items() for arg in ("-o", f"{key}={value}")]],
+        capture_output=True, text=True, timeout=300, env=env)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    commands = [line for line in dry.stdout.splitlines() if line and not line.startswith("#")]
+    assert commands[0].startswith("agentrl openrlhf prepare ")
+    for line in commands:
+        result = subprocess.run(line, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=900, env=env)
+        assert result.returncode == 0, line[:300] + result.stdout[-3000:] + result.stderr[-6000:]
 
     syncs = [json.loads(line) for line in (run.path / "rollout_weights.jsonl").read_text().splitlines()]
     trained = AutoModelForCausalLM.from_pretrained(run.final_weights, dtype=torch.float32)
@@ -65,6 +77,7 @@ def test_two_real_openrlhf_steps_on_the_cpu_backend(tmp_path, tokenizer):
         [1e-3 * lr_multiplier("cosine", done, 2, 0.25) for done in updates]), \
         "the recipe's cosine with its 25% floor (OpenRLHF's own default is a cosine down to 10%)"
 
+    assert run.run_info()["config_changes"] == [], "the printed command agrees with the recipe on every flag"
     rows = run.read_metrics()
     assert [r.step for r in rows] == [0, 1, 2]
     assert rows[0].heldout_pass1 is not None and rows[0].train_reward is None and rows[0].policy_tokens == 0
@@ -74,3 +87,20 @@ def test_two_real_openrlhf_steps_on_the_cpu_backend(tmp_path, tokenizer):
         assert row.filtered_fraction == step["filtered_episodes"] / step["episodes"]
         assert row.entropy is not None and row.seconds > 0
     assert (run.path / "report.md").is_file() and (run.path / "curves.png").is_file()
+
+    scalars = tensorboard_scalars(run.path / "tensorboard")
+    for row in rows:
+        for name, value in logged_figures(row).items():
+            assert scalars[f"train/{name}"][row.step] == pytest.approx(value, rel=1e-6, abs=1e-6), (name, row.step)
+    assert "train/rollout/reward_mean" in scalars, "OpenRLHF's own figures are there too"
+
+
+def tensorboard_scalars(folder: Path) -> dict[str, dict[int, float]]:
+    """Every scalar in the event files under ``folder``: tag -> step -> value (later files win)."""
+    scalars: dict[str, dict[int, float]] = {}
+    for events in sorted({path.parent for path in folder.rglob("events.out.tfevents.*")}):
+        accumulator = EventAccumulator(str(events))
+        accumulator.Reload()
+        for tag in accumulator.Tags()["scalars"]:
+            scalars.setdefault(tag, {}).update({e.step: e.value for e in accumulator.Scalars(tag)})
+    return scalars

@@ -116,8 +116,10 @@ def test_paths_and_dataset_commands(tmp_path):
     written = CliRunner().invoke(app, ["openrlhf", "dataset", str(out), "--recipe", "deepswe_grpopp"])
     assert written.exit_code == 0, written.output
     rows = [json.loads(line) for line in out.read_text().splitlines()]
-    recipe = load_recipe("deepswe_grpopp")
-    train = {task.id for task in get_plugin_manager().get("environment", "bugfix").factory().tasks("train")}
+    recipe = load_recipe("deepswe_grpopp", profile="laptop")
+    train = {task.id for task in get_plugin_manager().get("environment", "bugfix").factory(**recipe.environment.options)
+             .tasks("train")}
+    assert len(train) > 12, "the laptop profile's options (renamed variants) are honoured"
     assert len(rows) == recipe.train.steps * recipe.rollout.tasks_per_step and {r["label"] for r in rows} == train
     assert all(r["messages"][1]["content"] == r["prompt"] and r["datasource"] == r["label"] for r in rows)
 

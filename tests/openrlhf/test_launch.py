@@ -31,11 +31,16 @@ DEEPSWE_STATUS = {
 }
 
 
-def dry_run(args: list[str], tmp_path: Path) -> list[str]:
+def printed(args: list[str], tmp_path: Path) -> list[str]:
+    """The command lines ``--dry-run`` prints, comments left out."""
     result = CliRunner().invoke(build_app(), ["run", *args, "--framework", "openrlhf", "--dry-run",
                                               "--out", str(tmp_path / "run")])
     assert result.exit_code == 0, result.output
-    return shlex.split(result.output.strip())
+    return [line for line in result.output.splitlines() if line and not line.startswith("#")]
+
+
+def dry_run(args: list[str], tmp_path: Path) -> list[str]:
+    return shlex.split(printed(args, tmp_path)[-1])
 
 
 def env_of(command: list[str]) -> dict[str, str]:
@@ -72,6 +77,31 @@ def test_the_dry_run_command_is_what_openrlhf_parses(tmp_path, monkeypatch):
     assert not (tmp_path / "run").exists(), "a dry run writes nothing"
 
 
+def test_the_dry_run_prints_the_prepare_step_first_and_prepare_writes_what_the_command_reads(tmp_path, model,
+                                                                                            tokenizer):
+    model_dir = tmp_path / "model"
+    model.save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+    prepare, train = printed(["deepswe_grpopp", "-o", "train.steps=2", "--model", str(model_dir), "--report-to",
+                              "tensorboard"], tmp_path)
+    run = (tmp_path / "run").resolve()
+    assert shlex.split(prepare) == ["agentrl", "openrlhf", "prepare", "deepswe_grpopp", "-o", "train.steps=2",
+                                    "--run-dir", str(run), "--model", str(model_dir), "--report-to", "tensorboard"]
+    command = shlex.split(train)
+    assert command[command.index("--logger.tensorboard_dir") + 1] == str(run / "tensorboard")
+    written = CliRunner().invoke(build_app(), shlex.split(prepare)[1:])
+    assert written.exit_code == 0, written.output
+    assert shlex.split(written.output.strip().splitlines()[-1]) == command, "prepare prints the same command"
+    assert (run / "prompts.jsonl").is_file() and (run / "eval_prompts.jsonl").is_file()
+    assert (run / "train_ppo_ray.sh").read_text().splitlines()[-1] == f"exec {train} \"$@\""
+
+
+def test_loggers_openrlhf_cannot_take_from_agentrl_are_refused_with_what_to_do(tmp_path):
+    result = CliRunner().invoke(build_app(), ["run", "deepswe_grpopp", "--framework", "openrlhf", "--dry-run",
+                                              "--report-to", "wandb"])
+    assert result.exit_code != 0 and "--logger.wandb.key" in str(result.exception)
+
+
 def test_the_cpu_backend_command_keeps_openrlhf_cli_and_adds_its_environment(tmp_path, monkeypatch):
     monkeypatch.setenv(BACKEND_ENV, "cpu")
     command = dry_run(["deepswe_grpopp"], tmp_path)
@@ -98,8 +128,14 @@ def test_describe_marks_what_is_native_patched_and_injected():
 
 def test_a_run_writes_its_folder_and_launches_the_command(tmp_path, monkeypatch):
     launched = []
-    monkeypatch.setattr(subprocess, "run", lambda command, check: launched.append(command) or
-                        subprocess.CompletedProcess(command, 0))
+
+    def finished(command, check):
+        """What train_ppo_ray leaves when it succeeds (its recorder writes the report), for a faked launch."""
+        launched.append(command)
+        (tmp_path / "run" / "report.md").write_text("report")
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(subprocess, "run", finished)
     model = tmp_path / "model"
     model.mkdir()
     recipe = load_recipe("deepswe_grpopp", {"train.steps": 3, "rollout.tasks_per_step": 2}, "laptop")
@@ -128,7 +164,13 @@ def test_tinyagent_comes_from_the_warm_start_cache_or_a_clear_error(tmp_path, mo
     assert not (tmp_path / "run").exists()
     build_model(tokenizer, seed=0).save_pretrained(model_path(0))
     launched = []
-    monkeypatch.setattr(subprocess, "run", lambda command, check: launched.append(command) or
-                        subprocess.CompletedProcess(command, 0))
+
+    def finished(command, check):
+        """What train_ppo_ray leaves when it succeeds (its recorder writes the report), for a faked launch."""
+        launched.append(command)
+        (tmp_path / "run" / "report.md").write_text("report")
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(subprocess, "run", finished)
     OpenRLHFAdapter().run(load_recipe("deepswe_grpopp", profile="laptop"), RunOptions(run_dir=tmp_path / "run"))
     assert launched[0][launched[0].index("--actor.model_name_or_path") + 1] == str(model_path(0))

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 
 from agentrl_plugins.adapter import FrameworkConfig, RunOptions
 from agentrl_plugins.errors import AgentRLError
-from agentrl_plugins.loggers import refuse_loggers
 from agentrl_plugins.models import run_model
 from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.runs.rundir import RunDir
 
 from agentrl_openrlhf.config import describe
 from agentrl_openrlhf.cpu import choose_backend
-from agentrl_openrlhf.launcher import FRAMEWORK, launch, run_paths
+from agentrl_openrlhf.launcher import FRAMEWORK, check_loggers, launch, plan, print_plan, run_paths
 
 
 class OpenRLHFAdapter:
@@ -24,14 +22,12 @@ class OpenRLHFAdapter:
         return describe(recipe, run_paths(run, run_model(recipe, None, prepare=False)), choose_backend())
 
     def run(self, recipe: Recipe, options: RunOptions) -> Path | None:
-        refuse_loggers(FRAMEWORK, options.report_to)
+        check_loggers(options.report_to)
         if options.resume is not None:
             raise AgentRLError("--resume is not supported for openrlhf runs; OpenRLHF resumes from its checkpoints "
                                "with --ckpt.load_enable")
-        run = RunDir(Path(options.run_dir)) if options.run_dir else RunDir.default(recipe, FRAMEWORK)
-        paths = run_paths(run, run_model(recipe, options.model, prepare=not options.dry_run))
-        config = describe(recipe, paths, choose_backend())
+        run, paths, command = plan(recipe, options, prepare_model=not options.dry_run)
         if options.dry_run:
-            print(shlex.join(config.command))
+            print_plan(options, run, command)
             return None
-        return launch(recipe, run, paths, config.command)
+        return launch(recipe, run, paths, command)

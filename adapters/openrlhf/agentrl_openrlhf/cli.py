@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from agentrl_plugins.environment import build_environment
+from agentrl_plugins.cli import OverrideOption
+from agentrl_plugins.environment import build_environment, close_environment
 from agentrl_plugins.recipe import load_recipe
 
 from agentrl_openrlhf.config import RUNTIME_ENV_HOOK
@@ -42,15 +44,51 @@ def paths(as_json: bool = typer.Option(False, "--json", help="Print JSON for scr
         sys.stdout.write(f"{name}\t{value}\n")
 
 
+@openrlhf_app.command("prepare")
+def prepare(recipe_name: str = typer.Argument(..., metavar="RECIPE", help="A recipe name or TOML file."),
+            run_dir: Path = typer.Option(..., "--run-dir", help="The run folder to write."),
+            overrides: Optional[list[str]] = OverrideOption,
+            profile: Optional[str] = typer.Option(None, help="A recipe profile; laptop for TinyAgent by default."),
+            model: Optional[str] = typer.Option(None, help="A local Hugging Face causal LM instead of TinyAgent."),
+            report_to: str = typer.Option("none", "--report-to", help="Experiment loggers: tensorboard.")) -> None:
+    """Write the run folder (recipe, prompt datasets, train_ppo_ray.sh) and print the train_ppo_ray command.
+
+    Run the printed command, or ``sh RUN_DIR/train_ppo_ray.sh [YOUR FLAGS...]``.
+    """
+    from agentrl_plugins.adapter import RunOptions
+    from agentrl_plugins.loggers import parse_loggers
+    from agentrl_plugins.recipe import default_profile, parse_overrides
+
+    from agentrl_openrlhf.launcher import check_loggers
+    from agentrl_openrlhf.launcher import plan as plan_run
+    from agentrl_openrlhf.launcher import prepare as prepare_run
+
+    loggers = parse_loggers(report_to)
+    check_loggers(loggers)
+    recipe = load_recipe(recipe_name, parse_overrides(overrides or []), profile or default_profile(recipe_name, model))
+    run, paths, command = plan_run(recipe, RunOptions(run_dir=run_dir, model=model, report_to=loggers),
+                                   prepare_model=True)
+    prepare_run(recipe, run, paths, command)
+    sys.stdout.write(shlex.join(command) + "\n")
+
+
 @openrlhf_app.command("dataset")
 def dataset(
     out: Path = typer.Argument(..., help="The JSON-lines file to write."),
     recipe_name: str = typer.Option("deepswe_grpopp", "--recipe", help="Recipe (environment, steps, batch)."),
     split: Optional[str] = typer.Option(None, help="Task split; default the recipe's training split."),
+    overrides: Optional[list[str]] = OverrideOption,
+    profile: Optional[str] = typer.Option(None, help="A recipe profile; laptop by default."),
 ) -> None:
-    """Write the prompt dataset: --data.prompt_dataset OUT --data.input_key prompt --data.label_key label."""
-    recipe = load_recipe(recipe_name)
+    """Write the prompt dataset of the recipe's environment, with its options: --data.prompt_dataset OUT
+    --data.input_key prompt --data.label_key label."""
+    from agentrl_plugins.recipe import default_profile, parse_overrides
+
+    recipe = load_recipe(recipe_name, parse_overrides(overrides or []), profile or default_profile(recipe_name, None))
     env = build_environment(recipe.environment)
-    rows = dataset_rows(env, recipe, split or recipe.environment.train_split)
+    try:
+        rows = dataset_rows(env, recipe, split or recipe.environment.train_split)
+    finally:
+        close_environment(env)
     write_jsonl(rows, out)
     sys.stdout.write(f"{len(rows)} prompts -> {out}\n")

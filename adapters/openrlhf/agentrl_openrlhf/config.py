@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentrl_plugins.adapter import ComponentMapping, FrameworkConfig, correction_parameter_rows
+from agentrl_plugins.adapter import ComponentMapping, FrameworkConfig, correction_parameter_rows, decided_settings
 from agentrl_plugins.recipe_schema import Recipe
+from agentrl_plugins.user_config import Decided
 
 from agentrl_openrlhf.cpu.launch import cpu_cluster_flags, cpu_env
 from agentrl_openrlhf.recipe_env import RECIPE_ENV, RUN_DIR_ENV
@@ -69,6 +70,8 @@ class RunPaths:
     checkpoints: Path
     final: Path
     model: Path
+    tensorboard: Path | None = None
+    """OpenRLHF's ``--logger.tensorboard_dir`` (``--report-to tensorboard``), or None for no event files."""
 
 
 def native_correction(recipe: Recipe) -> dict[str, Any] | None:
@@ -89,62 +92,42 @@ def plan(recipe: Recipe) -> Plan:
     return Plan(advantages=not native_estimator, policy_loss=not native_loss)
 
 
-def train_flags(recipe: Recipe, paths: RunPaths, backend: str = "gpu") -> dict[str, Any]:
-    """``train_ppo_ray`` flags (dotted names, without ``--``); ``True`` is a bare switch.
+REQUIREMENTS = (
+    Decided("data.input_key", "prompt", "adapter: the prompt datasets' column"),
+    Decided("data.label_key", "label", "adapter: the task id, which the agent executor plays"),
+    Decided("train.agent_func_path", str(AGENT_EXECUTOR), "adapter: the shipped agent executor plays the episodes"),
+    Decided("train.num_episodes", 1, "adapter: one pass over the prompt rows, train.steps x tasks_per_step of them"),
+    Decided("actor.lr_warmup_ratio", 0.0, "adapter: the recipe's schedule has no warm-up"),
+)
+"""Flags the adapter itself needs, whatever the recipe says."""
 
-    ``backend="cpu"`` takes the CPU backend's cluster flags (:mod:`agentrl_openrlhf.cpu.launch`).
-    """
-    r, loss, optim, train = recipe.rollout, recipe.loss, recipe.optim, recipe.train
-    # A correction OpenRLHF lacks still switches a native one on, only so that vLLM returns processed
-    # (temperature-scaled) log-probs; the patched PolicyLoss.forward applies the core's instead.
-    correction = native_correction(recipe) or {
-        "algo.advantage.is_correction_level": "token", "algo.advantage.is_correction_mode": "mask",
-        "algo.advantage.is_correction_threshold": [recipe.correction.low, recipe.correction.high]}
+
+def decided(recipe: Recipe) -> list[Decided]:
+    """Every ``train_ppo_ray`` flag the recipe or the adapter decides: the rows' ``native`` flags, then
+    :data:`REQUIREMENTS` (checked against your own flags by :mod:`agentrl_openrlhf.own_flags`)."""
+    return decided_settings(mappings(recipe), REQUIREMENTS)
+
+
+def launch_flags(recipe: Recipe, paths: RunPaths, backend: str = "gpu") -> dict[str, Any]:
+    """The flags a launch chooses and your own command may change: the model, the datasets, checkpoints,
+    logs and the cluster (``backend="cpu"``: the CPU backend's, :mod:`agentrl_openrlhf.cpu.launch`)."""
     flags: dict[str, Any] = {
         "actor.model_name_or_path": str(paths.model),
-        "train.agent_func_path": str(AGENT_EXECUTOR),
         "data.prompt_dataset": str(paths.train_data),
-        "data.input_key": "prompt",
-        "data.label_key": "label",
-        "data.max_len": r.max_context_tokens,
-        "rollout.n_samples_per_prompt": r.group_size,
-        "rollout.batch_size": r.tasks_per_step,
-        "train.batch_size": r.group_size * r.tasks_per_step,
-        "train.max_epochs": optim.updates_per_step,
-        "train.num_episodes": 1,
-        "rollout.temperature": r.temperature,
-        "rollout.top_p": r.top_p,
-        "algo.advantage.estimator": ESTIMATOR_FLAGS.get(recipe.advantage.estimator, "rloo"),
-        "actor.eps_clip_low_high": [loss.clip_low, loss.clip_high],
-        "algo.kl.init_coef": loss.kl_coef,
-        "actor.adam.lr": optim.lr,
-        "actor.lr_warmup_ratio": 0.0,
-        "actor.lr_scheduler": LR_SCHEDULERS[optim.lr_schedule],
-        "actor.min_lr_ratio": optim.min_lr_ratio,
-        "actor.adam.betas": optim.betas,
-        "actor.adam.weight_decay": optim.weight_decay,
-        "actor.max_norm": optim.max_grad_norm,
-        "train.seed": train.seed,
-        **correction,
         "eval.dataset": str(paths.eval_data),
-        "eval.steps": train.eval_every,
-        "eval.n_samples_per_prompt": train.eval_episodes_per_task,
-        "eval.temperature": r.temperature,
         "ckpt.path": str(paths.checkpoints),
         "ckpt.output_dir": str(paths.final),
         **(cpu_cluster_flags(recipe) if backend == "cpu" else CLUSTER_FLAGS),
     }
-    if loss.aggregation in NATIVE_AGGREGATIONS:
-        flags["actor.loss_agg_mode"] = loss.aggregation
-    if loss.clip_c is not None:
-        flags["actor.dual_clip"] = loss.clip_c
-    if loss.kl_coef > 0:
-        flags.update({"algo.kl.use_loss": True, "algo.kl.estimator": "k3"})
-    if loss.entropy_coef != 0:
-        flags["actor.entropy_coef"] = loss.entropy_coef
-    if train.lora:
-        flags.update({"ds.lora.rank": train.lora_rank, "ds.lora.alpha": train.lora_alpha})
+    if paths.tensorboard is not None:
+        flags["logger.tensorboard_dir"] = str(paths.tensorboard)
     return flags
+
+
+def train_flags(recipe: Recipe, paths: RunPaths, backend: str = "gpu") -> dict[str, Any]:
+    """``train_ppo_ray`` flags (dotted names, without ``--``): the launch's, then every decided one. ``True`` is
+    a bare switch; ``None`` and ``False`` leave a flag at OpenRLHF's default (unset, or a switch off)."""
+    return {**launch_flags(recipe, paths, backend), **{s.name: s.value for s in decided(recipe)}}
 
 
 def launch_env(paths: RunPaths, backend: str = "gpu") -> dict[str, str]:
@@ -153,100 +136,140 @@ def launch_env(paths: RunPaths, backend: str = "gpu") -> dict[str, str]:
     return {**env, **(cpu_env() if backend == "cpu" else {})}
 
 
+def flag_words(flags: dict[str, Any]) -> list[str]:
+    """``--key value`` words of ``flags``: ``True`` a bare switch, ``None`` and ``False`` left out (the default)."""
+    words: list[str] = []
+    for key, value in flags.items():
+        if value is None or value is False:
+            continue
+        if value is True:
+            words.append(f"--{key}")
+        elif isinstance(value, (list, tuple)):
+            words += [f"--{key}", *map(str, value)]
+        else:
+            words += [f"--{key}", str(value)]
+    return words
+
+
 def command(flags: dict[str, Any], env: dict[str, str]) -> list[str]:
     """``env RAY_RUNTIME_ENV_HOOK=... AGENTRL_OPENRLHF_RECIPE=... python -m openrlhf.cli.train_ppo_ray --...``."""
-    args = ["env", *(f"{name}={value}" for name, value in env.items()), sys.executable, "-m", CLI_MODULE]
-    for key, value in flags.items():
-        if value is True:
-            args.append(f"--{key}")
-        elif isinstance(value, (list, tuple)):
-            args += [f"--{key}", *map(str, value)]
-        else:
-            args += [f"--{key}", str(value)]
-    return args
+    return ["env", *(f"{name}={value}" for name, value in env.items()), sys.executable, "-m", CLI_MODULE,
+            *flag_words(flags)]
 
 
-def mappings(recipe: Recipe, flags: dict[str, Any]) -> list[ComponentMapping]:
-    """One row per recipe key: the OpenRLHF setting, and native, mapped, injected, patched or approximated."""
+def correction_flags(recipe: Recipe) -> dict[str, Any]:
+    """The ``is_correction_*`` flags: the native correction's, or, for one OpenRLHF lacks, a native one switched on
+    only so that vLLM returns processed (temperature-scaled) log-probs; the patched ``PolicyLoss.forward`` then
+    applies the core's."""
+    return native_correction(recipe) or {
+        "algo.advantage.is_correction_level": "token", "algo.advantage.is_correction_mode": "mask",
+        "algo.advantage.is_correction_threshold": [recipe.correction.low, recipe.correction.high]}
+
+
+def mappings(recipe: Recipe) -> list[ComponentMapping]:
+    """One row per recipe key: the OpenRLHF setting, how faithfully (native, mapped, injected, patched or
+    approximated), and the flags it decides (``native``, from which :func:`train_flags` and the check of your
+    own flags are derived)."""
     r, loss, optim, train = recipe.rollout, recipe.loss, recipe.optim, recipe.train
     correction = native_correction(recipe)
     exact = not plan(recipe).advantages
+    estimator = ESTIMATOR_FLAGS.get(recipe.advantage.estimator, "rloo")
+    scheduler = LR_SCHEDULERS[optim.lr_schedule]
+    native_aggregation = loss.aggregation in NATIVE_AGGREGATIONS
+    row = ComponentMapping
     return [
-        ComponentMapping("advantage.estimator", recipe.advantage.estimator,
-                         f"algo.advantage.estimator={flags['algo.advantage.estimator']}",
-                         "native" if exact else "patched",
-                         "" if exact else "RemoteExperienceMaker.compute_advantages_and_returns runs the core "
-                                          "estimator; the flag only picks OpenRLHF's group path (no critic)"),
-        ComponentMapping("advantage.masked_in_baseline", recipe.advantage.masked_in_baseline, "(group baseline)",
-                         "native" if exact else "patched",
-                         "OpenRLHF's baseline counts every sample of a group; a filtered one keeps its reward"
-                         if recipe.advantage.masked_in_baseline else "the patched estimator drops filtered samples"),
-        ComponentMapping("loss.aggregation", loss.aggregation,
-                         f"actor.loss_agg_mode={loss.aggregation}" if loss.aggregation in NATIVE_AGGREGATIONS
-                         else "PolicyLoss.forward", _aggregation_status(recipe), _aggregation_note(recipe)),
+        row("advantage.estimator", recipe.advantage.estimator, f"algo.advantage.estimator={estimator}",
+            "native" if exact else "patched",
+            "" if exact else "RemoteExperienceMaker.compute_advantages_and_returns runs the core "
+                             "estimator; the flag only picks OpenRLHF's group path (no critic)",
+            {"algo.advantage.estimator": estimator}),
+        row("advantage.masked_in_baseline", recipe.advantage.masked_in_baseline, "(group baseline)",
+            "native" if exact else "patched",
+            "OpenRLHF's baseline counts every sample of a group; a filtered one keeps its reward"
+            if recipe.advantage.masked_in_baseline else "the patched estimator drops filtered samples"),
+        row("loss.aggregation", loss.aggregation,
+            f"actor.loss_agg_mode={loss.aggregation}" if native_aggregation else "PolicyLoss.forward",
+            _aggregation_status(recipe), _aggregation_note(recipe),
+            {"actor.loss_agg_mode": loss.aggregation} if native_aggregation else {}),
         _norm_constant_row(recipe),
-        ComponentMapping("loss.clip_low", loss.clip_low, "actor.eps_clip_low_high[0]", "native"),
-        ComponentMapping("loss.clip_high", loss.clip_high, "actor.eps_clip_low_high[1]", "native"),
-        ComponentMapping("loss.clip_c", loss.clip_c, "actor.dual_clip", "native",
-                         "" if loss.clip_c is not None else "no dual clip in either"),
-        ComponentMapping("loss.kl_coef", loss.kl_coef, "algo.kl.init_coef", "native" if loss.kl_coef == 0 else "mapped",
-                         "0: no reference model" if loss.kl_coef == 0 else "k3 KL loss (algo.kl.use_loss)"),
-        ComponentMapping("loss.entropy_coef", loss.entropy_coef, "actor.entropy_coef", "native",
-                         "0: flag unset, no entropy term" if loss.entropy_coef == 0 else ""),
-        ComponentMapping("correction.name", recipe.correction.name,
-                         "algo.advantage.is_correction_*" if correction else "PolicyLoss.forward",
-                         "native" if correction else "patched", _correction_note(recipe, correction)),
-        ComponentMapping("filtering.compact", recipe.filtering.compact, "AgentExecutor: action_ranges=[]", "injected",
-                         f"reasons {recipe.filtering.reasons}: the episode keeps its reward but no loss token"),
-        ComponentMapping("filtering.reasons", recipe.filtering.reasons, "AgentExecutor: action_ranges=[]", "injected",
-                         "the terminations compact filtering masks"),
+        row("loss.clip_low", loss.clip_low, "actor.eps_clip_low_high[0]", "native", "with loss.clip_high",
+            {"actor.eps_clip_low_high": [loss.clip_low, loss.clip_high]}),
+        row("loss.clip_high", loss.clip_high, "actor.eps_clip_low_high[1]", "native"),
+        row("loss.clip_c", loss.clip_c, "actor.dual_clip", "native",
+            "" if loss.clip_c is not None else "no dual clip in either", {"actor.dual_clip": loss.clip_c}),
+        row("loss.kl_coef", loss.kl_coef, "algo.kl.init_coef", "native" if loss.kl_coef == 0 else "mapped",
+            "0: no reference model" if loss.kl_coef == 0 else "k3 KL loss (algo.kl.use_loss)",
+            {"algo.kl.init_coef": loss.kl_coef, "algo.kl.use_loss": loss.kl_coef > 0,
+             **({"algo.kl.estimator": "k3"} if loss.kl_coef > 0 else {})}),
+        row("loss.entropy_coef", loss.entropy_coef, "actor.entropy_coef", "native",
+            "0: flag unset, no entropy term" if loss.entropy_coef == 0 else "",
+            {"actor.entropy_coef": loss.entropy_coef or None}),
+        row("correction.name", recipe.correction.name,
+            "algo.advantage.is_correction_*" if correction else "PolicyLoss.forward",
+            "native" if correction else "patched", _correction_note(recipe, correction), correction_flags(recipe)),
+        row("filtering.compact", recipe.filtering.compact, "AgentExecutor: action_ranges=[]", "injected",
+            f"reasons {recipe.filtering.reasons}: the episode keeps its reward but no loss token"),
+        row("filtering.reasons", recipe.filtering.reasons, "AgentExecutor: action_ranges=[]", "injected",
+            "the terminations compact filtering masks"),
         *correction_parameter_rows(recipe, "algo.advantage.is_correction_threshold" if correction
                                    else "PolicyLoss.forward", "native" if correction else "patched"),
-        ComponentMapping("rollout.group_size", r.group_size, "rollout.n_samples_per_prompt", "native"),
-        ComponentMapping("rollout.tasks_per_step", r.tasks_per_step, "rollout.batch_size", "native",
-                         f"train.batch_size={flags['train.batch_size']}: one optimizer step per pass"),
-        ComponentMapping("rollout.temperature", r.temperature, "rollout.temperature", "native"),
-        ComponentMapping("rollout.top_p", r.top_p, "rollout.top_p", "native"),
-        ComponentMapping("rollout.top_k", r.top_k, "-", "native" if r.top_k == -1 else "approximated",
-                         "OpenRLHF 0.11.2 has no top-k flag; its rollouts sample with top_k=-1"),
-        ComponentMapping("rollout.max_turns", r.max_turns, "AgentExecutor", "injected", "core episode runner limits"),
-        ComponentMapping("rollout.max_context_tokens", r.max_context_tokens, "data.max_len", "mapped",
-                         "the runner's context budget and OpenRLHF's truncation length"),
-        ComponentMapping("rollout.max_new_tokens_per_turn", r.max_new_tokens_per_turn, "AgentExecutor", "injected"),
-        ComponentMapping("rollout.timeout_s", r.timeout_s, "AgentExecutor", "injected"),
-        ComponentMapping("optim.lr", optim.lr, "actor.adam.lr", "native",
-                         "no warmup (actor.lr_warmup_ratio=0): OpenRLHF's 3% rounds up to a whole first step at lr 0"),
-        ComponentMapping("optim.lr_schedule", optim.lr_schedule, f"actor.lr_scheduler={flags['actor.lr_scheduler']}",
-                         "native", "OpenRLHF's own default, cosine down to 10%, is not used"),
-        ComponentMapping("optim.min_lr_ratio", optim.min_lr_ratio, "actor.min_lr_ratio", "native",
-                         "only the cosine schedule reads it"),
-        ComponentMapping("optim.betas", optim.betas, "actor.adam.betas", "native", "OpenRLHF's default is (0.9, 0.95)"),
-        ComponentMapping("optim.weight_decay", optim.weight_decay, "actor.adam.weight_decay", "native"),
-        ComponentMapping("optim.max_grad_norm", optim.max_grad_norm, "actor.max_norm", "native"),
-        ComponentMapping("optim.updates_per_step", optim.updates_per_step, "train.max_epochs", "mapped"),
-        ComponentMapping("verifier.names", recipe.verifier.names, "AgentExecutor", "injected",
-                         "the recipe's verifier gives each episode's reward"),
-        ComponentMapping("verifier.combine", recipe.verifier.combine, "AgentExecutor", "injected",
-                         "how several verifiers' rewards combine"),
-        ComponentMapping("environment.train_split", recipe.environment.train_split, "data.prompt_dataset", "mapped",
-                         "prompts.jsonl: the task ids of this split"),
-        ComponentMapping("environment.eval_split", recipe.environment.eval_split, "eval.dataset", "mapped",
-                         "eval_prompts.jsonl: the task ids of this split"),
-        ComponentMapping("environment.name", recipe.environment.name, "AgentExecutor", "injected",
-                         "dataset label = task id (agentrl openrlhf dataset)"),
-        ComponentMapping("environment.options", recipe.environment.options, "AgentExecutor", "injected",
-                         "keyword arguments of the environment's factory, in the executor and the dataset writer"),
-        ComponentMapping("train.steps", train.steps, "data.prompt_dataset", "mapped",
-                         "steps x tasks_per_step prompt rows, train.num_episodes=1"),
-        ComponentMapping("train.seed", train.seed, "train.seed", "native"),
-        ComponentMapping("train.eval_every", train.eval_every, "eval.steps", "native"),
-        ComponentMapping("train.eval_episodes_per_task", train.eval_episodes_per_task, "eval.n_samples_per_prompt",
-                         "native"),
-        ComponentMapping("train.model", train.model, "actor.model_name_or_path", "mapped",
-                         "the folder of a registered model, or a local Hugging Face folder"),
-        ComponentMapping("train.lora", train.lora, "ds.lora.rank", "mapped", "0 when off; all linear layers"),
-        ComponentMapping("train.lora_rank", train.lora_rank, "ds.lora.rank", "native"),
-        ComponentMapping("train.lora_alpha", train.lora_alpha, "ds.lora.alpha", "native"),
+        row("rollout.group_size", r.group_size, "rollout.n_samples_per_prompt", "native", "",
+            {"rollout.n_samples_per_prompt": r.group_size}),
+        row("rollout.tasks_per_step", r.tasks_per_step, "rollout.batch_size", "native",
+            f"train.batch_size={r.group_size * r.tasks_per_step}: one optimizer step per pass",
+            {"rollout.batch_size": r.tasks_per_step, "train.batch_size": r.group_size * r.tasks_per_step}),
+        row("rollout.temperature", r.temperature, "rollout.temperature", "native", "and eval.temperature",
+            {"rollout.temperature": r.temperature, "eval.temperature": r.temperature}),
+        row("rollout.top_p", r.top_p, "rollout.top_p", "native", "", {"rollout.top_p": r.top_p}),
+        row("rollout.top_k", r.top_k, "-", "native" if r.top_k == -1 else "approximated",
+            "OpenRLHF 0.11.2 has no top-k flag; its rollouts sample with top_k=-1"),
+        row("rollout.max_turns", r.max_turns, "AgentExecutor", "injected", "core episode runner limits"),
+        row("rollout.max_context_tokens", r.max_context_tokens, "data.max_len", "mapped",
+            "the runner's context budget and OpenRLHF's truncation length", {"data.max_len": r.max_context_tokens}),
+        row("rollout.max_new_tokens_per_turn", r.max_new_tokens_per_turn, "AgentExecutor", "injected"),
+        row("rollout.timeout_s", r.timeout_s, "AgentExecutor", "injected"),
+        row("optim.lr", optim.lr, "actor.adam.lr", "native",
+            "no warmup (actor.lr_warmup_ratio=0): OpenRLHF's 3% rounds up to a whole first step at lr 0",
+            {"actor.adam.lr": optim.lr}),
+        row("optim.lr_schedule", optim.lr_schedule, f"actor.lr_scheduler={scheduler}", "native",
+            "OpenRLHF's own default, cosine down to 10%, is not used", {"actor.lr_scheduler": scheduler}),
+        row("optim.min_lr_ratio", optim.min_lr_ratio, "actor.min_lr_ratio", "native",
+            "only the cosine schedule reads it", {"actor.min_lr_ratio": optim.min_lr_ratio}),
+        row("optim.betas", optim.betas, "actor.adam.betas", "native", "OpenRLHF's default is (0.9, 0.95)",
+            {"actor.adam.betas": optim.betas}),
+        row("optim.weight_decay", optim.weight_decay, "actor.adam.weight_decay", "native", "",
+            {"actor.adam.weight_decay": optim.weight_decay}),
+        row("optim.max_grad_norm", optim.max_grad_norm, "actor.max_norm", "native", "",
+            {"actor.max_norm": optim.max_grad_norm}),
+        row("optim.updates_per_step", optim.updates_per_step, "train.max_epochs", "mapped", "",
+            {"train.max_epochs": optim.updates_per_step}),
+        row("verifier.names", recipe.verifier.names, "AgentExecutor", "injected",
+            "the recipe's verifier gives each episode's reward"),
+        row("verifier.combine", recipe.verifier.combine, "AgentExecutor", "injected",
+            "how several verifiers' rewards combine"),
+        row("environment.train_split", recipe.environment.train_split, "data.prompt_dataset", "mapped",
+            "prompts.jsonl: the task ids of this split"),
+        row("environment.eval_split", recipe.environment.eval_split, "eval.dataset", "mapped",
+            "eval_prompts.jsonl: the task ids of this split"),
+        row("environment.name", recipe.environment.name, "AgentExecutor", "injected",
+            "dataset label = task id (agentrl openrlhf prepare)"),
+        row("environment.options", recipe.environment.options, "AgentExecutor", "injected",
+            "keyword arguments of the environment's factory, in the executor and the dataset writer"),
+        row("train.steps", train.steps, "data.prompt_dataset", "mapped",
+            "steps x tasks_per_step prompt rows, train.num_episodes=1"),
+        row("train.seed", train.seed, "train.seed", "native", "", {"train.seed": train.seed}),
+        row("train.eval_every", train.eval_every, "eval.steps", "native", "", {"eval.steps": train.eval_every}),
+        row("train.eval_episodes_per_task", train.eval_episodes_per_task, "eval.n_samples_per_prompt", "native", "",
+            {"eval.n_samples_per_prompt": train.eval_episodes_per_task}),
+        row("train.model", train.model, "actor.model_name_or_path", "mapped",
+            "the folder of a registered model, or a local Hugging Face folder (your own command: your model)"),
+        row("train.lora", train.lora, "ds.lora.rank", "mapped", "0 when off; all linear layers",
+            {"ds.lora.rank": train.lora_rank if train.lora else 0}),
+        row("train.lora_rank", train.lora_rank, "ds.lora.rank", "native",
+            "" if train.lora else "unused without train.lora"),
+        row("train.lora_alpha", train.lora_alpha, "ds.lora.alpha", "native",
+            "" if train.lora else "unused without train.lora",
+            {"ds.lora.alpha": train.lora_alpha} if train.lora else {}),
     ]
 
 
@@ -290,4 +313,4 @@ def _correction_note(recipe: Recipe, native: dict[str, Any] | None) -> str:
 def describe(recipe: Recipe, paths: RunPaths, backend: str = "gpu") -> FrameworkConfig:
     """The flags, the mapping table and the launch command for ``recipe`` with ``paths`` on ``backend``."""
     flags = train_flags(recipe, paths, backend)
-    return FrameworkConfig("openrlhf", flags, mappings(recipe, flags), command(flags, launch_env(paths, backend)))
+    return FrameworkConfig("openrlhf", flags, mappings(recipe), command(flags, launch_env(paths, backend)))

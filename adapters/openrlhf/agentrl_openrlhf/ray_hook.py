@@ -5,15 +5,18 @@ adds :func:`setup_worker` as the job's ``worker_process_setup_hook`` and forward
 that name the recipe, the run folder and the backend, so every worker process (trainer, actors,
 rollout engines) installs the patches before it runs OpenRLHF code. The driver installs the ones
 that must be in place before OpenRLHF creates its actors: under the CPU backend the CPU patches
-(the rollout engine is created from the driver), and the run-folder recorder (Ray ships the
-trainer actor's class from the driver).
+(the rollout engine is created from the driver), the run-folder recorder (Ray ships the
+trainer actor's class from the driver), and the check of ``train_ppo_ray``'s flags against the recipe.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
 from typing import Any
+
+from agentrl_plugins.runs.rundir import RunDir
 
 from agentrl_openrlhf.cpu import BACKEND_ENV, requested
 from agentrl_openrlhf.recipe_env import RECIPE_ENV, RUN_DIR_ENV, recipe_from_env
@@ -40,8 +43,16 @@ def runtime_env_hook(runtime_env: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def install_driver() -> list[str]:
-    """The driver's patches: the CPU backend's when asked for, and the recorder when there is a run folder."""
-    return _install(recipe_patches=False)
+    """The driver's patches: the CPU backend's when asked for, the recorder when there is a run folder, and the
+    check of ``train_ppo_ray``'s flags against the recipe (:mod:`agentrl_openrlhf.own_flags`) when one is named."""
+    installed = _install(recipe_patches=False)
+    if os.environ.get(RECIPE_ENV) and "flag check" not in installed:
+        from agentrl_openrlhf.own_flags import install_check
+
+        run = RunDir(Path(os.environ[RUN_DIR_ENV])) if os.environ.get(RUN_DIR_ENV) else None
+        if install_check(recipe_from_env(), run):
+            _installed.append("flag check")
+    return list(_installed)
 
 
 def setup_worker() -> None:

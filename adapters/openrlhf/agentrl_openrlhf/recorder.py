@@ -4,12 +4,13 @@ The runtime-env hook installs these wrappers when ``AGENTRL_OPENRLHF_RUN_DIR`` n
 folder (``agentrl run`` sets it). OpenRLHF's own code still does the work; the wrappers only read:
 
 - ``PPOTrainer.fit`` evaluates the starting policy first (step 0, as the TRL run does) and the
-  last step when ``eval.steps`` skipped it;
+  last step when ``eval.steps`` skipped it, then writes the report;
 - ``RemoteExperienceMaker.make_experience_batch`` counts each step's loss tokens, and those of
   compact-filtered episodes (which must be zero);
 - ``PPOTrainer.save_logs_and_checkpoints`` (inherited; Ray's actor class holds its own copy)
   turns OpenRLHF's step status into :class:`StepMetrics` (held back until the step's evaluation
-  when there is one), and appends the raw status to ``openrlhf_steps.jsonl``;
+  when there is one), appends the raw status to ``openrlhf_steps.jsonl``, and logs the row's
+  ``agentrl/`` figures with OpenRLHF's own loggers (W&B, TensorBoard);
 - ``SamplesGenerator.generate_eval_samples`` keeps the held-out episodes for pass@1 and the
   hacked fraction, read from the agent executor's per-episode logs.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,8 +29,9 @@ from typing import Any, Sequence
 import torch
 
 from agentrl_plugins.plugins import get_plugin_manager
-from agentrl_plugins.runs.metrics import StepMetrics
+from agentrl_plugins.runs.metrics import StepMetrics, logged_figures
 from agentrl_plugins.runs.progress import record_step
+from agentrl_plugins.runs.report import write_report
 from agentrl_plugins.runs.rundir import RunDir
 
 from agentrl_openrlhf.patches import Patch, target
@@ -65,8 +68,12 @@ class StepRecorder:
     started: float = field(default_factory=time.monotonic)
     pending: StepMetrics | None = None
 
-    def write(self, row: StepMetrics) -> None:
+    def write(self, row: StepMetrics, trainer: Any) -> None:
+        """Record ``row`` and log its agentrl figures with OpenRLHF's own loggers (under ``train/``)."""
         record_step(self.run, row, self.hooks)
+        for logger in (trainer.wandb_logger, trainer.tensorboard_logger):
+            if logger is not None:
+                logger.log_train(row.step, logged_figures(row))
         self.started = time.monotonic()
 
     def seconds(self) -> float:
@@ -126,6 +133,10 @@ def fit_method(original: Any) -> Any:
         original(self, global_step)
         if self.agentrl_recorder.pending is not None:
             self.evaluate(self.agentrl_recorder.pending.step, **_eval_kwargs(self))
+        if self.tensorboard_logger is not None:
+            self.tensorboard_logger.close()
+        if self.agentrl_recorder.run.read_metrics():
+            print(f"report: {write_report(self.agentrl_recorder.run)}", file=sys.stderr, flush=True)
 
     return fit
 
@@ -139,7 +150,7 @@ def evaluate_method(original: Any) -> Any:
         row = recorder.pending or StepMetrics(global_step, None, None, None, None, None, None, None, None, 0, 0.0)
         recorder.pending = None
         recorder.write(StepMetrics(**{**row.to_dict(), "heldout_pass1": pass_at_1, "heldout_hacked_fraction": hacked,
-                                      "seconds": row.seconds + recorder.seconds()}))
+                                      "seconds": row.seconds + recorder.seconds()}), self)
         return logs
 
     return evaluate
@@ -158,7 +169,7 @@ def save_logs_method(original: Any) -> Any:
             recorder.pending = row
             recorder.started = time.monotonic()
         else:
-            recorder.write(row)
+            recorder.write(row, self)
 
     return save_logs_and_checkpoints
 

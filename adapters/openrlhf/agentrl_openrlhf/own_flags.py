@@ -1,0 +1,108 @@
+"""Your own ``train_ppo_ray`` flags against the recipe: the core's one rule (:mod:`agentrl_plugins.user_config`),
+in OpenRLHF's driver before any actor is built.
+
+For each flag the recipe or the adapter decides (:func:`agentrl_openrlhf.config.decided`): left at
+OpenRLHF's default, the recipe's value is added and listed; equal to it, nothing happens; any other value
+is a :class:`~agentrl_plugins.user_config.ConfigConflictError` naming every such flag. Your values and
+OpenRLHF's defaults come from OpenRLHF's own parser; with changes, OpenRLHF's own parsing and validation
+run again on your flags plus the recipe's (``train_ppo_ray`` derives settings from others, such as the
+vLLM batch size from ``rollout.batch_size``), and the driver's arguments become their result.
+
+The runtime-env hook installs the check: ``train_ppo_ray`` calls ``ray.init`` (which calls the hook) and
+then ``get_strategy(args)``, which the hook wraps in the driver's ``__main__``.
+"""
+
+from __future__ import annotations
+
+import runpy
+import sys
+from types import SimpleNamespace
+from typing import Any, Callable
+
+from agentrl_plugins.errors import AgentRLError
+from agentrl_plugins.recipe_schema import Recipe
+from agentrl_plugins.runs.rundir import RunDir
+from agentrl_plugins.user_config import SettingChange, changes_table, reconcile
+
+from agentrl_openrlhf.config import CLI_MODULE, decided, flag_words
+
+CONFLICT_REMEDY = ("Drop or change these flags in your command, or change the recipe instead "
+                   "(agentrl openrlhf prepare RECIPE -o KEY=VALUE, then the command it prints).")
+
+
+class _Stop(Exception):
+    """Carries what ``train_ppo_ray``'s own code had computed when it was stopped."""
+
+    def __init__(self, value: Any):
+        super().__init__()
+        self.value = value
+
+
+def run_cli(argv: list[str], stop_at: str) -> Any:
+    """``python -m openrlhf.cli.train_ppo_ray ARGV``'s own code in this process, stopped before it trains:
+    at ``hierarchize`` (the flags as parsed, by flag name) or at ``get_strategy`` (the validated arguments)."""
+    import openrlhf.utils
+    import openrlhf.utils.config
+    import ray
+
+    def stop(args: Any) -> None:
+        raise _Stop(dict(vars(args)) if stop_at == "hierarchize" else args)
+
+    saved: list[tuple[Any, str, Callable[..., Any]]] = [
+        (openrlhf.utils.config, "hierarchize", openrlhf.utils.config.hierarchize),
+        (openrlhf.utils, "get_strategy", openrlhf.utils.get_strategy), (ray, "is_initialized", ray.is_initialized)]
+    argv_before = sys.argv
+    setattr(openrlhf.utils.config if stop_at == "hierarchize" else openrlhf.utils, stop_at, stop)
+    ray.is_initialized = lambda: True
+    sys.argv = [CLI_MODULE, *argv]
+    try:
+        runpy.run_module(CLI_MODULE, run_name="__main__")
+    except _Stop as stopped:
+        return stopped.value
+    finally:
+        for owner, name, original in saved:
+            setattr(owner, name, original)
+        sys.argv = argv_before
+    raise AgentRLError(f"{CLI_MODULE} finished without reaching {stop_at}: OpenRLHF's command line has changed")
+
+
+def reconcile_flags(argv: list[str], recipe: Recipe) -> tuple[list[SettingChange], SimpleNamespace | None]:
+    """The rule on ``argv``: the changes, and OpenRLHF's validated arguments with them (None without any)."""
+    settings = decided(recipe)
+    yours, defaults = run_cli(argv, "hierarchize"), run_cli([], "hierarchize")
+    unknown = [s.name for s in settings if s.name not in defaults]
+    if unknown:
+        raise AgentRLError(f"{CLI_MODULE} has no flags {unknown}: OpenRLHF's command line has changed")
+    changes = reconcile(settings, yours, defaults, where="train_ppo_ray command line", recipe=recipe.name,
+                        remedy=CONFLICT_REMEDY)
+    if not changes:
+        return [], None
+    return changes, run_cli([*argv, *flag_words({c.name: c.value for c in changes})], "get_strategy")
+
+
+def checked_get_strategy(original: Callable[[Any], Any], recipe: Recipe, run: RunDir | None) -> Callable[[Any], Any]:
+    """``get_strategy`` of the driver, after the rule has been applied to its arguments."""
+
+    def get_strategy(args: Any) -> Any:
+        changes, validated = reconcile_flags(sys.argv[1:], recipe)
+        if validated is not None:
+            vars(args).clear()
+            vars(args).update(vars(validated))
+        print(changes_table(changes, "train_ppo_ray command line", recipe.name), file=sys.stderr, flush=True)
+        if run is not None and run.run_file.is_file():
+            run.update_info(config_changes=[[c.name, repr(c.default), repr(c.value), c.source] for c in changes])
+        return original(args)
+
+    return get_strategy
+
+
+def install_check(recipe: Recipe, run: RunDir | None) -> bool:
+    """Wrap ``get_strategy`` in the driver's ``__main__`` when it is ``train_ppo_ray``; whether it was."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if main is None or spec is None or spec.name != CLI_MODULE or not hasattr(main, "get_strategy"):
+        return False
+    if not getattr(main.get_strategy, "agentrl_checked", False):
+        main.get_strategy = checked_get_strategy(main.get_strategy, recipe, run)
+        main.get_strategy.agentrl_checked = True
+    return True

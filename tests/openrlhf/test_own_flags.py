@@ -1,0 +1,83 @@
+"""Your own ``train_ppo_ray`` flags against the recipe, as the driver checks them before any actor is built: the core's
+one rule on OpenRLHF's own parser, with OpenRLHF's own validation run again on the result."""
+
+from __future__ import annotations
+
+import sys
+import types
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from agentrl_plugins.recipe import load_recipe
+from agentrl_plugins.runs.rundir import RunDir
+from agentrl_plugins.user_config import ConfigConflictError
+
+from agentrl_openrlhf.config import CLI_MODULE, RunPaths, decided, flag_words, launch_flags, train_flags
+from agentrl_openrlhf.own_flags import install_check, reconcile_flags, run_cli
+
+
+@pytest.fixture(scope="module")
+def recipe():
+    return load_recipe("deepswe_grpopp", profile="laptop")
+
+
+@pytest.fixture(scope="module")
+def paths(tmp_path_factory) -> RunPaths:
+    folder = tmp_path_factory.mktemp("run")
+    return RunPaths(folder, folder / "recipe.toml", folder / "prompts.jsonl", folder / "eval_prompts.jsonl",
+                    folder / "checkpoints", folder / "final", Path("/models/m"))
+
+
+def test_flags_left_at_openrlhfs_defaults_get_the_recipes_values_and_openrlhf_derives_the_rest(recipe, paths):
+    changes, args = reconcile_flags(flag_words(launch_flags(recipe, paths, "cpu")), recipe)
+    names = {change.name for change in changes}
+    assert {"algo.advantage.estimator", "actor.adam.lr", "rollout.batch_size", "train.agent_func_path"} <= names
+    assert args.algo.advantage.estimator == "rloo" and args.actor.adam.lr == recipe.optim.lr
+    assert list(args.actor.eps_clip_low_high) == [recipe.loss.clip_low, recipe.loss.clip_high]
+    assert args.rollout.vllm_generate_batch_size == recipe.rollout.tasks_per_step, "OpenRLHF's own derivation"
+    assert args.reward.remote_url == ["agent"] and args.critic.model_name_or_path is None
+
+
+def test_the_printed_command_already_agrees(recipe, paths):
+    assert reconcile_flags(flag_words(train_flags(recipe, paths, "cpu")), recipe) == ([], None)
+
+
+def test_every_contradicting_flag_is_named_with_both_values(recipe, paths):
+    mine = flag_words(train_flags(recipe, paths, "cpu")) + ["--actor.adam.lr", "0.5", "--rollout.n_samples_per_prompt",
+                                                            "3"]
+    with pytest.raises(ConfigConflictError) as error:
+        reconcile_flags(mine, recipe)
+    assert {c.name: (c.yours, c.value) for c in error.value.conflicts} == {
+        "actor.adam.lr": (0.5, recipe.optim.lr), "rollout.n_samples_per_prompt": (3, recipe.rollout.group_size)}
+    assert "agentrl openrlhf prepare" in str(error.value)
+
+
+def test_a_flag_the_recipe_leaves_open_stays_yours(recipe, paths):
+    mine = flag_words(launch_flags(recipe, paths, "cpu")) + ["--logger.logging_steps", "5"]
+    _, args = reconcile_flags(mine, recipe)
+    assert args.logger.logging_steps == 5
+
+
+def test_every_decided_flag_is_one_of_openrlhfs(recipe):
+    flags = run_cli([], "hierarchize")
+    assert [s.name for s in decided(recipe) if s.name not in flags] == []
+
+
+def test_the_driver_check_wraps_train_ppo_rays_get_strategy(recipe, paths, monkeypatch, capsys, tmp_path):
+    seen = []
+    main = types.ModuleType("__main__")
+    main.__spec__ = SimpleNamespace(name=CLI_MODULE)
+    main.get_strategy = seen.append
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    monkeypatch.setattr(sys, "argv", [CLI_MODULE, *flag_words(launch_flags(recipe, paths, "cpu"))])
+    run = RunDir(tmp_path / "run")
+    run.create(recipe, "openrlhf")
+    assert install_check(recipe, run) and install_check(recipe, run)
+    args = SimpleNamespace(stale=True)
+    main.get_strategy(args)
+    assert seen == [args] and not hasattr(args, "stale") and args.algo.advantage.estimator == "rloo"
+    assert "set 19 settings" in capsys.readouterr().err
+    assert ["algo.advantage.estimator", "'gae'", "'rloo'", "advantage.estimator='rloo'"] in \
+        run.run_info()["config_changes"]
