@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,15 @@ class StepMetrics:
 
 
 METRIC_NAMES = tuple(f.name for f in fields(StepMetrics))
+
+
+def finite(value: Any) -> float | None:
+    """A framework's figure as a row value: a finite float, or None for a missing or NaN one (a framework
+    reports NaN for a mean over no tokens)."""
+    if value is None:
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
 
 
 LOGGED_PREFIX = "agentrl/"

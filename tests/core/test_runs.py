@@ -7,7 +7,7 @@ import json
 from agentrl_plugins.plugins import PluginManager
 from agentrl_plugins.recipe import load_recipe
 from agentrl_plugins.runs.evaluate import summarize
-from agentrl_plugins.runs.metrics import StepMetrics
+from agentrl_plugins.runs.metrics import StepMetrics, finite
 from agentrl_plugins.runs.report import write_report
 from agentrl_plugins.runs.rundir import RunDir
 from agentrl_plugins.types import Trajectory, Verdict
@@ -60,3 +60,7 @@ def test_summarize_counts_honest_passes_and_hacked():
     assert result.per_family == {"a": 0.5, "b": 0.0}
     gamed = summarize([trajectory("a", True, True), trajectory("a", True, False)])
     assert gamed.pass_at_1 == 0.5 and gamed.hacked_fraction == 0.5 and gamed.per_family == {"a": 0.5}
+
+
+def test_a_frameworks_missing_or_nan_figure_is_no_figure():
+    assert [finite(v) for v in (None, float("nan"), float("inf"), 2, "0.5")] == [None, None, None, 2.0, 0.5]

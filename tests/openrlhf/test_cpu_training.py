@@ -1,6 +1,7 @@
 """A real two-step OpenRLHF 0.11.2 training on the BugFix gym, on a CPU, run as an OpenRLHF user runs it: the two
 commands ``agentrl run --framework openrlhf --dry-run`` prints (``agentrl openrlhf prepare``, then OpenRLHF's own
-command), verbatim, in a shell, with ``--report-to tensorboard``.
+command), in a shell, with ``--report-to tensorboard``: the first verbatim, the second through the
+``train_ppo_ray.sh`` the first writes (its last line is the printed command), with a flag of yours.
 
 The unmodified ``python -m openrlhf.cli.train_ppo_ray`` runs under the CPU backend: DeepSpeed on
 its CPU accelerator, the Hugging Face rollout actor in place of vLLM, weights synced over gloo,
@@ -53,11 +54,14 @@ def test_two_real_openrlhf_steps_on_the_cpu_backend(tmp_path, tokenizer):
          "tensorboard", "--dry-run", *[arg for key, value in OVERRIDES.items() for arg in ("-o", f"{key}={value}")]],
         capture_output=True, text=True, timeout=300, env=env)
     assert dry.returncode == 0, dry.stderr[-3000:]
-    commands = [line for line in dry.stdout.splitlines() if line and not line.startswith("#")]
-    assert commands[0].startswith("agentrl openrlhf prepare ")
-    for line in commands:
+    prepare, train = [line for line in dry.stdout.splitlines() if line and not line.startswith("#")]
+    assert prepare.startswith("agentrl openrlhf prepare ")
+    for line in (prepare, f"sh {run.path / 'train_ppo_ray.sh'} --logger.wandb.run_name mine"):
         result = subprocess.run(line, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=900, env=env)
         assert result.returncode == 0, line[:300] + result.stdout[-3000:] + result.stderr[-6000:]
+        if line is prepare:
+            assert (run.path / "train_ppo_ray.sh").read_text().splitlines()[-1] == f'exec {train} "$@"', \
+                "the script runs the printed command"
 
     syncs = [json.loads(line) for line in (run.path / "rollout_weights.jsonl").read_text().splitlines()]
     trained = AutoModelForCausalLM.from_pretrained(run.final_weights, dtype=torch.float32)
@@ -85,9 +89,12 @@ def test_two_real_openrlhf_steps_on_the_cpu_backend(tmp_path, tokenizer):
         assert row.train_reward == step["status"]["rollout/reward_mean"] and row.heldout_pass1 is not None
         assert row.policy_tokens == step["policy_tokens"]
         assert row.filtered_fraction == step["filtered_episodes"] / step["episodes"]
-        assert row.entropy is not None and row.seconds > 0
+        assert (row.entropy is None) == (step["policy_tokens"] == 0), "no entropy over no loss token (OpenRLHF: NaN)"
+        assert row.seconds > 0
     assert (run.path / "report.md").is_file() and (run.path / "curves.png").is_file()
 
+    assert list((run.path / "tensorboard" / "mine").glob("events.out.tfevents.*")), \
+        "your own flag (the run name OpenRLHF names its TensorBoard folder after) is kept"
     scalars = tensorboard_scalars(run.path / "tensorboard")
     for row in rows:
         for name, value in logged_figures(row).items():

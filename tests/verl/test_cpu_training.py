@@ -1,5 +1,6 @@
 """Two real verl training steps on a CPU, run as a verl user runs them: the two commands that
-``agentrl run deepswe_grpopp --framework verl --dry-run`` prints, verbatim, in a shell.
+``agentrl run deepswe_grpopp --framework verl --dry-run`` prints, in a shell: the first verbatim, the second
+through the ``main_ppo.sh`` the first writes (its last line is the printed command), with an override of yours.
 
 The first, ``agentrl verl prepare``, writes the run folder (recipe, dataset, model); the second is verl's
 unmodified ``python -m verl.trainer.main_ppo`` with ``VERL_PLATFORM=cpu`` (agentrl-verl's cpu platform and
@@ -64,17 +65,21 @@ def printed_commands(run_dir: Path, model_dir: Path, env: dict[str, str]) -> lis
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, model_dir) -> Path:
-    """One real two-step training run (about two minutes on two cores), its printed commands run verbatim in a
-    shell whose PATH finds this environment's ``agentrl`` and ``python``; its run folder."""
+    """One real two-step training run (about two minutes on two cores); its run folder. The first printed
+    command runs verbatim; the second is the last line of the ``main_ppo.sh`` it writes, which runs with an
+    override of the user's (``trainer.experiment_name``, a setting the recipe leaves open)."""
     run_dir = tmp_path_factory.mktemp("cpu_run") / "run"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "AGENTRL_CACHE": str(tmp_path_factory.mktemp("cache")),
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    commands = printed_commands(run_dir, model_dir, env)
-    assert [line.split()[:3] for line in commands][0] == ["agentrl", "verl", "prepare"]
-    for line in commands:
-        result = subprocess.run(line, shell=True, cwd=tmp_path_factory.mktemp("cwd"), env=env, capture_output=True,
-                                text=True, timeout=900)
+    prepare, train = printed_commands(run_dir, model_dir, env)
+    assert prepare.split()[:3] == ["agentrl", "verl", "prepare"]
+    cwd = tmp_path_factory.mktemp("cwd")
+    for line in (prepare, f"bash {run_dir / 'main_ppo.sh'} trainer.experiment_name=mine"):
+        result = subprocess.run(line, shell=True, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
         assert result.returncode == 0, line[:300] + result.stdout[-3000:] + result.stderr[-6000:]
+        if line is prepare:
+            assert (run_dir / "main_ppo.sh").read_text().splitlines()[-1] == f'exec env {train} "$@"', \
+                "the script runs the printed command"
     return run_dir
 
 
@@ -150,6 +155,10 @@ def test_the_run_folder_has_a_metrics_row_per_step_and_a_report(run, episodes):
 
 def test_the_printed_command_agrees_with_the_recipe_on_every_setting_it_decides(run):
     assert RunDir(run).run_info()["config_changes"] == []
+
+
+def test_your_own_override_of_an_open_setting_is_kept(run):
+    assert "experiment_name: mine" in (run / "hydra" / ".hydra" / "config.yaml").read_text()
 
 
 def test_the_agentrl_figures_reach_tensorboard_step_by_step(run):

@@ -1,20 +1,25 @@
-"""verl from your own command: the page's two commands as written (a run folder, then verl's own ``main_ppo``
-with an override of yours), and its contradicting override refused before any worker starts."""
+"""verl from your own command: the page's commands as written. The first (``agentrl verl prepare``) runs here and
+writes the run folder and ``main_ppo.sh``; the page's table for a contradicting override is what the rule
+says for verl's own config composed from that script's command plus the override. (``main_ppo.sh`` with an
+override of yours trains for real in ``test_cpu_training.py``.)"""
 
 from __future__ import annotations
 
-import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from hydra import compose, initialize_config_module
+from omegaconf import OmegaConf
 
-from agentrl_plugins.runs.metrics import logged_figures
 from agentrl_plugins.runs.rundir import RunDir
+from agentrl_plugins.user_config import ConfigConflictError
+
+from agentrl_verl.own_config import reconcile_config
 
 PAGE = Path(__file__).parents[2] / "docs" / "pages" / "own-setup" / "verl.md"
 
@@ -24,58 +29,37 @@ def blocks(kind: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def shell(tmp_path_factory, model, tokenizer):
-    """Runs a page block in a folder holding "your model" (a fresh TinyAgent at models/my-model), with this
-    environment's ``agentrl`` and ``python`` on the PATH."""
+def prepared(tmp_path_factory, model, tokenizer) -> RunDir:
+    """The page's prepare command, run as written in a folder holding "your model" (a fresh TinyAgent)."""
     cwd = tmp_path_factory.mktemp("own")
     model.save_pretrained(cwd / "models" / "my-model")
     tokenizer.save_pretrained(cwd / "models" / "my-model")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PATH": f"{Path(sys.executable).parent}{os.pathsep}"
-                                                          f"{os.environ['PATH']}"}
-
-    def run(block: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["bash", "-e", "-c", block], cwd=cwd, env=env, capture_output=True, text=True,
-                              timeout=900)
-
-    run.cwd = cwd
-    return run
+    prepare, train = [line for line in blocks("bash")[1].replace("\\\n", " ").splitlines() if line.strip()]
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(["bash", "-e", "-c", prepare], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert shlex.split(train)[:2] == ["bash", "runs/mine/main_ppo.sh"]
+    return RunDir(cwd / "runs" / "mine")
 
 
-@pytest.fixture(scope="module")
-def trained(shell) -> RunDir:
-    done = shell(blocks("bash")[1])
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-6000:]
-    return RunDir(shell.cwd / "runs" / "mine")
+def test_the_pages_prepare_writes_the_run_folder_and_the_script(prepared):
+    assert prepared.load_recipe().train.steps == 1
+    assert {path.name for path in (prepared.path / "data").iterdir()} == {"train.parquet", "held_out.parquet"}
+    script = (prepared.path / "main_ppo.sh").read_text().splitlines()
+    assert script[-1].startswith("exec env ") and script[-1].endswith(' "$@"')
+    assert "python -m verl.trainer.main_ppo" in script[-1] and "trainer.logger=[console,tensorboard]" in script[-1]
 
 
-def test_the_pages_commands_train_and_fill_the_run_folder(trained):
-    assert [row.step for row in trained.read_metrics()] == [0, 1]
-    assert trained.report_file.is_file() and (trained.final_weights / "config.json").is_file()
-    assert trained.run_info()["config_changes"] == [], "main_ppo.sh already agrees with the recipe"
-    assert (trained.path / "data" / "train.parquet").is_file()
-
-
-def test_your_own_override_of_an_open_setting_is_kept(trained):
-    hydra_config = (trained.path / "hydra" / ".hydra" / "config.yaml").read_text()
-    assert "experiment_name: mine" in hydra_config
-
-
-def test_the_agentrl_figures_are_in_verls_tensorboard_log(trained):
-    events = EventAccumulator(str(trained.path / "tensorboard"))
-    events.Reload()
-    for row in trained.read_metrics():
-        for name, value in logged_figures(row).items():
-            assert {e.step: e.value for e in events.Scalars(name)}[row.step] == pytest.approx(value, abs=1e-6)
-
-
-def test_a_contradicting_override_stops_before_any_worker_with_the_pages_table(trained, shell):
-    metrics = trained.metrics_file.read_text()
-    done = shell(blocks("bash")[2])
-    assert done.returncode != 0
-    table = blocks("text")[0].splitlines()[1:]
-    output = done.stdout + done.stderr
-    for line in table:
-        assert line in output, line
-    assert "ConfigConflictError" in output
-    assert trained.metrics_file.read_text() == metrics, "nothing of the finished run is touched"
-    assert json.loads(trained.run_file.read_text())["config_changes"] == []
+def test_the_pages_contradicting_override_gets_the_pages_table(prepared):
+    words = shlex.split(prepared.path.joinpath("main_ppo.sh").read_text().splitlines()[-1])
+    overrides = words[words.index("verl.trainer.main_ppo") + 1:-1]
+    (override,) = shlex.split(blocks("bash")[2])[2:]
+    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
+        config = compose("ppo_trainer", overrides=[*overrides, override])
+    OmegaConf.resolve(config)
+    with pytest.raises(ConfigConflictError) as error:
+        reconcile_config(config, prepared.load_recipe())
+    page = blocks("text")[0].splitlines()
+    assert page[0] == f"{type(error.value).__module__}.{type(error.value).__name__}: {str(error.value).splitlines()[0]}"
+    assert page[1:] == str(error.value).splitlines()[1:]

@@ -29,7 +29,7 @@ from typing import Any, Sequence
 import torch
 
 from agentrl_plugins.plugins import get_plugin_manager
-from agentrl_plugins.runs.metrics import StepMetrics, logged_figures
+from agentrl_plugins.runs.metrics import StepMetrics, finite, logged_figures
 from agentrl_plugins.runs.progress import record_step
 from agentrl_plugins.runs.report import write_report
 from agentrl_plugins.runs.rundir import RunDir
@@ -102,8 +102,8 @@ def train_row(step: int, status: dict[str, Any], tokens: LossTokens, seconds: fl
     return StepMetrics(
         step=step, train_reward=status["rollout/reward_mean"], heldout_pass1=None, heldout_hacked_fraction=None,
         hacked_fraction=status.get("hacked"), filtered_fraction=tokens.filtered_episodes / max(tokens.episodes, 1),
-        clip_fraction=status.get("ppo_clip_ratio"), is_capped_fraction=status.get("is_filter_ratio"),
-        entropy=status.get("entropy_loss"), policy_tokens=tokens.policy_tokens, seconds=seconds)
+        clip_fraction=finite(status.get("ppo_clip_ratio")), is_capped_fraction=finite(status.get("is_filter_ratio")),
+        entropy=finite(status.get("entropy_loss")), policy_tokens=tokens.policy_tokens, seconds=seconds)
 
 
 def _numbers(status: dict[str, Any]) -> dict[str, float]:

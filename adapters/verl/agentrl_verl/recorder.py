@@ -13,7 +13,6 @@ pass@1 is the mean verdict of the held-out episodes run on that step's weights.
 from __future__ import annotations
 
 import json
-import math
 import numbers
 import statistics
 import sys
@@ -24,7 +23,7 @@ from typing import Any, Iterable
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.plugins import get_plugin_manager
 from agentrl_plugins.recipe_schema import Recipe
-from agentrl_plugins.runs.metrics import StepMetrics, logged_figures
+from agentrl_plugins.runs.metrics import StepMetrics, finite, logged_figures
 from agentrl_plugins.runs.progress import record_step
 from agentrl_plugins.runs.report import write_report
 from agentrl_plugins.runs.rundir import RunDir
@@ -47,14 +46,6 @@ def verl_metrics(path: Path) -> dict[int, dict[str, Any]]:
                 row = json.loads(line)
                 steps[int(row["step"])].update(row["data"])
     return dict(steps)
-
-
-def number(value: Any) -> float | None:
-    """A finite float, or None for verl's missing and NaN values."""
-    if value is None:
-        return None
-    value = float(value)
-    return None if math.isnan(value) else value
 
 
 def mean(values: Iterable[float]) -> float | None:
@@ -81,11 +72,11 @@ def step_rows(episodes: list[EpisodeRecord], metrics: dict[int, dict[str, Any]])
             heldout_hacked_fraction=mean(float(e.hacked) for e in evaluated),
             hacked_fraction=mean(float(e.hacked) for e in batch),
             filtered_fraction=mean(float(e.filtered) for e in batch),
-            clip_fraction=number(verl.get("actor/pg_clipfrac")),
-            is_capped_fraction=number(capped),
-            entropy=number(verl.get(ENTROPY_KEY)),
+            clip_fraction=finite(verl.get("actor/pg_clipfrac")),
+            is_capped_fraction=finite(capped),
+            entropy=finite(verl.get(ENTROPY_KEY)),
             policy_tokens=sum(e.policy_tokens for e in batch),
-            seconds=number(verl.get("timing_s/step")) or number(verl.get("timing_s/testing")) or 0.0,
+            seconds=finite(verl.get("timing_s/step")) or finite(verl.get("timing_s/testing")) or 0.0,
         ))
     return rows
 
