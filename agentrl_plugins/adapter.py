@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Mapping, Protocol, Sequence
@@ -54,6 +55,16 @@ class RunOptions:
     """The recipe as the user named it (``RECIPE [--profile P] [-o KEY=VALUE]...``), for the commands an adapter
     prints to reproduce it."""
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def prepare_command(self, framework: str, run_dir: Path, *flags: str) -> str:
+        """The ``agentrl FRAMEWORK prepare`` line that writes this run's folder: the recipe as the user named it,
+        the model, the loggers and the adapter's own ``flags``."""
+        line = ["agentrl", framework, "prepare", *self.recipe_args, "--run-dir", str(run_dir)]
+        if self.model:
+            line += ["--model", self.model]
+        if self.report_to:
+            line += ["--report-to", ",".join(self.report_to)]
+        return shlex.join([*line, *flags])
 
 
 def correction_parameter_rows(recipe: Recipe, setting: str, status: MappingStatus,

@@ -209,6 +209,13 @@ def default_profile(name_or_path: str, model: str | None) -> str | None:
     return "laptop" if model is None and "laptop" in load_recipe(name_or_path).profiles else None
 
 
+def load_named_recipe(name_or_path: str, override_items: Iterable[str] | None, profile: str | None,
+                      model: str | None) -> Recipe:
+    """The recipe a command line names: ``-o KEY=VALUE`` items, and the named profile or the default one."""
+    return load_recipe(name_or_path, parse_overrides(override_items or []),
+                       profile or default_profile(name_or_path, model))
+
+
 def load_recipe(
     name_or_path: str,
     overrides: dict[str, Any] | None = None,

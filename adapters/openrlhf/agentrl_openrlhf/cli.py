@@ -12,7 +12,7 @@ import typer
 
 from agentrl_plugins.cli import OverrideOption
 from agentrl_plugins.environment import build_environment, close_environment
-from agentrl_plugins.recipe import load_recipe
+from agentrl_plugins.recipe import load_named_recipe
 
 from agentrl_openrlhf.config import RUNTIME_ENV_HOOK
 from agentrl_openrlhf.dataset import dataset_rows, write_jsonl
@@ -57,7 +57,6 @@ def prepare(recipe_name: str = typer.Argument(..., metavar="RECIPE", help="A rec
     """
     from agentrl_plugins.adapter import RunOptions
     from agentrl_plugins.loggers import parse_loggers
-    from agentrl_plugins.recipe import default_profile, parse_overrides
 
     from agentrl_openrlhf.launcher import check_loggers
     from agentrl_openrlhf.launcher import plan as plan_run
@@ -65,7 +64,7 @@ def prepare(recipe_name: str = typer.Argument(..., metavar="RECIPE", help="A rec
 
     loggers = parse_loggers(report_to)
     check_loggers(loggers)
-    recipe = load_recipe(recipe_name, parse_overrides(overrides or []), profile or default_profile(recipe_name, model))
+    recipe = load_named_recipe(recipe_name, overrides, profile, model)
     run, paths, command = plan_run(recipe, RunOptions(run_dir=run_dir, model=model, report_to=loggers),
                                    prepare_model=True)
     prepare_run(recipe, run, paths, command)
@@ -82,9 +81,8 @@ def dataset(
 ) -> None:
     """Write the prompt dataset of the recipe's environment, with its options: --data.prompt_dataset OUT
     --data.input_key prompt --data.label_key label."""
-    from agentrl_plugins.recipe import default_profile, parse_overrides
 
-    recipe = load_recipe(recipe_name, parse_overrides(overrides or []), profile or default_profile(recipe_name, None))
+    recipe = load_named_recipe(recipe_name, overrides, profile, None)
     env = build_environment(recipe.environment)
     try:
         rows = dataset_rows(env, recipe, split or recipe.environment.train_split)

@@ -78,20 +78,10 @@ def prepare(recipe: Recipe, run: RunDir, paths: RunPaths, command: list[str]) ->
     return script
 
 
-def prepare_command(options: RunOptions, run: RunDir) -> str:
-    """The ``agentrl openrlhf prepare`` line that writes this run's folder (the recipe as the user named it)."""
-    line = ["agentrl", "openrlhf", "prepare", *options.recipe_args, "--run-dir", str(run.path)]
-    if options.model:
-        line += ["--model", options.model]
-    if options.report_to:
-        line += ["--report-to", ",".join(options.report_to)]
-    return shlex.join(line)
-
-
 def print_plan(options: RunOptions, run: RunDir, command: list[str]) -> None:
     """``--dry-run``: the run as the two commands of a hand-run job, in order."""
     variant = "CPU backend" if choose_backend() == "cpu" else "GPU: vLLM rollout"
-    print(f"# 1. the run folder: recipe and prompt datasets\n{prepare_command(options, run)}")
+    print(f"# 1. the run folder: recipe and prompt datasets\n{options.prepare_command(FRAMEWORK, run.path)}")
     print(f"# 2. OpenRLHF's own trainer ({variant})\n{shlex.join(command)}")
 
 

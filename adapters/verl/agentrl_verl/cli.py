@@ -8,15 +8,10 @@ from typing import Optional
 import typer
 
 from agentrl_plugins.cli import OverrideOption
+from agentrl_plugins.recipe import load_named_recipe
 
 verl_app = typer.Typer(help="verl: the run folder, dataset and command for verl's own main_ppo.",
                        no_args_is_help=True)
-
-
-def _recipe(name: str, overrides: Optional[list[str]], profile: Optional[str], model: Optional[str]):
-    from agentrl_plugins.recipe import default_profile, load_recipe, parse_overrides
-
-    return load_recipe(name, parse_overrides(overrides or []), profile or default_profile(name, model))
 
 
 @verl_app.command("prepare")
@@ -39,7 +34,7 @@ def prepare(recipe_name: str = typer.Argument(..., metavar="RECIPE", help="A rec
 
     loggers = parse_loggers(report_to)
     check_loggers(loggers)
-    launch = prepare_run(_recipe(recipe_name, overrides, profile, model),
+    launch = prepare_run(load_named_recipe(recipe_name, overrides, profile, model),
                          RunOptions(run_dir=run_dir, model=model, report_to=loggers, extra={"cpu": cpu}))
     typer.echo(launch.shell())
 
@@ -53,6 +48,6 @@ def dataset(out_dir: Path = typer.Argument(..., help="Folder for one <split>.par
     """Write the recipe's environment's tasks as verl parquet files, one per split, the agent loop named per row."""
     from agentrl_verl.dataset import write_dataset
 
-    recipe = _recipe(recipe_name, overrides, profile, None)
+    recipe = load_named_recipe(recipe_name, overrides, profile, None)
     for split, path in write_dataset(out_dir, recipe.environment).items():
         typer.echo(f"{split}: {path}")

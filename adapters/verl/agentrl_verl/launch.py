@@ -112,25 +112,15 @@ def prepare(recipe: Recipe, options: RunOptions) -> Launch:
     return launch
 
 
-def prepare_command(recipe: Recipe, options: RunOptions, run_dir: Path) -> str:
-    """The ``agentrl verl prepare`` line that writes this run's folder (the recipe as the user named it)."""
-    line = ["agentrl", "verl", "prepare", *options.recipe_args, "--run-dir", str(run_dir)]
-    if options.model:
-        line += ["--model", options.model]
-    if options.report_to:
-        line += ["--report-to", ",".join(options.report_to)]
-    if options.extra.get("cpu"):
-        line.append("--cpu")
-    return shlex.join(line)
-
-
 def print_plan(recipe: Recipe, options: RunOptions) -> None:
     """``--dry-run``: the run as the two commands of a hand-run job, in order."""
     launch = plan(recipe, options)
     variant = "CPU: verl's cpu platform and agentrl_hf rollout" if cpu.PLATFORM_ENV in launch.env else \
         "GPU: vLLM rollout"
     if options.resume is None:
-        print(f"# 1. the run folder: recipe, dataset and model\n{prepare_command(recipe, options, launch.run.path)}")
+        cpu_flag = ["--cpu"] if options.extra.get("cpu") else []
+        print(f"# 1. the run folder: recipe, dataset and model\n"
+              f"{options.prepare_command(FRAMEWORK, launch.run.path, *cpu_flag)}")
     print(f"# 2. verl's own trainer ({variant})\n{launch.shell()}")
 
 
