@@ -91,9 +91,14 @@ def recipes_list(as_json: bool = JsonOption) -> None:
 
 
 def _adapter(framework: str):
-    registry = get_plugin_manager().registry("adapter")
+    manager = get_plugin_manager()
+    registry = manager.registry("adapter")
     if framework in registry:
         return registry.get(framework).factory()
+    broken = next((info for info in manager.plugin_table() if info.name == framework and info.status == "broken"), None)
+    if broken:
+        raise MissingAdapterError(f"framework {framework!r}: its adapter {broken.distribution} {broken.version} is "
+                                  f"installed but did not load: {broken.error.strip().splitlines()[-1]}")
     if framework in known_frameworks():
         env = python_of(framework)
         elsewhere = f"; its environment here is {env.python} (from {env.found_by})" if env else ""

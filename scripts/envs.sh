@@ -12,22 +12,97 @@ pip_quiet() {
     "$python" -m pip install -q "$@" 2> >(grep -v "^WARNING: Location" >&2)
 }
 
-# ensure_env NAME PIP_ARGS... : .venvs/NAME with torch pinned first, then PIP_ARGS installed.
-ensure_env() {
-    local name="$1"; shift
-    local dir="$ROOT/.venvs/$name"
-    local stamp
-    stamp="$(cd "$ROOT" && cat pyproject.toml envs/*/pyproject.toml models/*/pyproject.toml adapters/*/pyproject.toml scripts/envs.sh \
-        2>/dev/null | sha256sum | cut -c1-16) $*"
-    if [ -f "$dir/.stamp" ] && [ "$(cat "$dir/.stamp")" = "$stamp" ]; then
-        return 0
-    fi
-    echo "building environment .venvs/$name" >&2
+# The base stamp: the files an environment's dependencies come from. Changed, the environment is rebuilt.
+base_stamp() {
+    (cd "$ROOT" && cat pyproject.toml envs/*/pyproject.toml models/*/pyproject.toml adapters/*/pyproject.toml \
+        scripts/envs.sh scripts/build_*_env.sh 2>/dev/null | sha256sum | cut -c1-16)
+}
+
+# The code stamp: every file the project's wheels are built from. Changed, the wheels are reinstalled.
+code_stamp() {
+    (cd "$ROOT" && find pyproject.toml README.md agentrl_plugins recipes envs models adapters -type f \
+        ! -path '*/__pycache__/*' ! -name '*.pyc' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+}
+
+# new_env DIR: a fresh virtual environment with pip upgraded and torch pinned first.
+new_env() {
+    local dir="$1"
+    echo "building environment ${dir#"$ROOT"/}" >&2
     rm -rf "$dir"
     "$PYTHON" -m venv "$dir"
     pip_quiet "$dir/bin/python" --upgrade pip
     pip_quiet "$dir/bin/python" "$TORCH_PIN"
+}
+
+# ensure_env NAME PIP_ARGS... : .venvs/NAME (the core's development environment, editable installs) with
+# torch pinned first, then PIP_ARGS installed.
+ensure_env() {
+    local name="$1"; shift
+    local dir="$ROOT/.venvs/$name"
+    local stamp
+    stamp="$(base_stamp) $*"
+    if [ -f "$dir/.stamp" ] && [ "$(cat "$dir/.stamp")" = "$stamp" ]; then
+        return 0
+    fi
+    new_env "$dir"
     (cd "$ROOT" && pip_quiet "$dir/bin/python" "$@")
+    echo "$stamp" > "$dir/.stamp"
+}
+
+# install_wheels PYTHON MODE PROJECT... [-- OTHER...] : the project folders PROJECT ("folder[extras]") built
+# into wheels by .venvs/core and installed as a user installs them. MODE "deps" installs them with the
+# dependencies they declare (and OTHER, the test tools); "code" replaces only their code, in place.
+install_wheels() {
+    local python="$1" mode="$2"; shift 2
+    local wheels args=() project folder extras count=0
+    wheels="$(mktemp -d)"
+    while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+        project="$1"; shift; count=$((count + 1))
+        folder="${project%%\[*}"; extras="${project#"$folder"}"
+        "$ROOT/.venvs/core/bin/python" -m pip wheel -q --no-deps --no-build-isolation -w "$wheels/$count" \
+            "$ROOT/$folder" 2> >(grep -v "^WARNING: Location" >&2)
+        args+=("$(echo "$wheels/$count"/*.whl)$extras")
+    done
+    [ "${1:-}" = "--" ] && shift
+    if [ "$mode" = deps ]; then
+        pip_quiet "$python" "$TORCH_PIN" "${args[@]}" "$@"
+    else
+        pip_quiet "$python" --no-deps --force-reinstall "${args[@]}"
+    fi
+    rm -rf "$wheels"
+}
+
+# ensure_code PYTHON PROJECT... : the environment of PYTHON holds the project's current code (its wheels
+# reinstalled, without touching anything else, when the code stamp changed since the last install).
+ensure_code() {
+    local python="$1"; shift
+    local file; file="$(dirname "$(dirname "$python")")/.code-stamp"
+    local now; now="$(code_stamp)"
+    if [ "$(cat "$file" 2>/dev/null)" != "$now" ]; then
+        echo "installing the project's wheels into ${file%/.code-stamp}" >&2
+        install_wheels "$python" code "$@"
+        echo "$now" > "$file"
+    fi
+}
+
+# ensure_user_env NAME SETUP PROJECT... -- OTHER... : .venvs/NAME as a user's environment: torch pinned
+# first, then SETUP (a function given the new Python: what pip cannot resolve, or "-" for nothing), then the
+# project's packages as wheels with the dependencies they declare (the framework through the adapter's
+# extra), then OTHER (test tools). Rebuilt when the base stamp changes; code changes reinstall only the wheels.
+ensure_user_env() {
+    local name="$1" setup="$2"; shift 2
+    local dir="$ROOT/.venvs/$name" projects=() arg stamp
+    for arg in "$@"; do [ "$arg" = "--" ] && break; projects+=("$arg"); done
+    stamp="$(base_stamp) $*"
+    ensure_core_env
+    if [ -f "$dir/.stamp" ] && [ "$(cat "$dir/.stamp")" = "$stamp" ]; then
+        ensure_code "$dir/bin/python" "${projects[@]}"
+        return 0
+    fi
+    new_env "$dir"
+    [ "$setup" = - ] || "$setup" "$dir/bin/python"
+    install_wheels "$dir/bin/python" deps "$@"
+    code_stamp > "$dir/.code-stamp"
     echo "$stamp" > "$dir/.stamp"
 }
 
@@ -35,7 +110,9 @@ ensure_core_env() {
     ensure_env core -e ".[test,report,lint]" -e envs/bugfix_gym hatchling editables
 }
 
+# The test tools beside the wheels: the loggers the tests read back (TensorBoard, W&B offline) and hatchling
+# (fresh_environment installs the example plugins with it).
 ensure_trl_env() {
-    ensure_env trl -e ".[test,report,hf]" -e envs/bugfix_gym -e "models/tinyagent[warmstart]" -e adapters/trl tensorboard \
-        hatchling editables
+    ensure_user_env trl - ".[test,report,hf]" envs/bugfix_gym "models/tinyagent[warmstart]" "adapters/trl[trl]" \
+        -- tensorboard wandb hatchling editables
 }

@@ -38,6 +38,12 @@ def _policy_log_ratio(learner_logp: Tensor, sampler_logp: Tensor, mask: Tensor) 
     return on, torch.where(on, learner_logp.detach() - sampler_logp.detach(), 0.0)
 
 
+def limited_fraction(metrics: dict[str, float]) -> float:
+    """The ``is_capped_fraction`` figure: the share of policy tokens a correction capped or rejected (its
+    ``capped_fraction`` and ``masked_fraction``, which count disjoint tokens)."""
+    return metrics["capped_fraction"] + metrics["masked_fraction"]
+
+
 def _fraction(hit: Tensor, on: Tensor) -> float:
     """Share of the ``on`` tokens where ``hit`` holds."""
     return ((hit & on).sum() / on.sum().clamp(min=1)).item()

@@ -17,6 +17,13 @@ class SurrogateResult:
     dual_clip_fraction: float
 
 
+def clip_binds(ratio: Tensor, advantages: Tensor, clip_low: float, clip_high: float) -> Tensor:
+    """Per token, whether the PPO clip binds: the ratio below ``1 - clip_low`` where the advantage is
+    negative, or above ``1 + clip_high`` where it is positive (``advantages`` broadcasts against ``ratio``).
+    The ``clip_fraction`` figure of every framework is its share of the loss tokens."""
+    return ((ratio < 1 - clip_low) & (advantages < 0)) | ((ratio > 1 + clip_high) & (advantages > 0))
+
+
 def clipped_surrogate(
     logp: Tensor,
     old_logp: Tensor,
@@ -43,7 +50,7 @@ def clipped_surrogate(
     unclipped = -adv * ratio
     clipped = -adv * ratio.clamp(1 - clip_low, 1 + clip_high)
     loss = torch.maximum(unclipped, clipped)
-    clip_hit = clipped > unclipped
+    clip_hit = clip_binds(ratio, adv, clip_low, clip_high)
     dual_hit = torch.zeros_like(on)
     if clip_c is not None:
         bound = -adv * clip_c

@@ -5,7 +5,7 @@ framework's environment and writes the output. Both are JSON objects; float64 va
 written by Python's ``json`` (shortest round-trip repr), so nothing is lost in transit.
 B is the number of trajectories, T the padded response length.
 
-Input (``format`` = ``agentrl-parity-input``, ``version`` 1)::
+Input (``format`` = ``agentrl-parity-input``, ``version`` 2)::
 
     recipe: the resolved recipe (``recipe_to_dict``; ``build_recipe`` reads it back)
     batch:
@@ -19,8 +19,10 @@ Input (``format`` = ``agentrl-parity-input``, ``version`` 1)::
       old_logprobs: [B][T]      the learner's log-probs before the update (the injected mismatch
                                 is old_logprobs - sampler_logprobs)
       logprobs: [B][T]          the learner's log-probs being differentiated (ratio numerator)
+      entropies: [B][T]         the learner's per-token entropy (what its forward pass returns beside
+                                the log-probs; 0 off the mask)
 
-Output (``format`` = ``agentrl-parity-output``, ``version`` 1)::
+Output (``format`` = ``agentrl-parity-output``, ``version`` 2)::
 
     framework: str; versions: {distribution: version}
     advantages: [B]             per trajectory, in the core's convention (a row scale an adapter
@@ -31,6 +33,9 @@ Output (``format`` = ``agentrl-parity-output``, ``version`` 1)::
     mapping: [{key, value, setting, status, note}]   the adapter's rows for the compared keys
     by_design: [{overrides: {recipe key: value}, cause: str}]  what the framework computes
                                 instead, as recipe overrides (the core checks it against them)
+    figures: {name: float|null} the step's ``metrics.jsonl`` figures as the adapter's recorder makes
+                                them from the framework's own outputs (``FIGURES``; null: not reported)
+    figure_notes: {name: str}   figures the framework defines otherwise for this recipe, and how
 """
 
 from __future__ import annotations
@@ -49,7 +54,7 @@ from agentrl_plugins.recipe_schema import Recipe
 
 INPUT_FORMAT = "agentrl-parity-input"
 OUTPUT_FORMAT = "agentrl-parity-output"
-VERSION = 1
+VERSION = 2
 COMPARED_KEYS = ("advantage.estimator", "advantage.masked_in_baseline", "loss.aggregation", "loss.clip_low",
                  "loss.clip_high", "loss.clip_c", "correction.name", "filtering.compact")
 """The recipe keys a parity run exercises; each adapter reports how it maps them."""
@@ -76,12 +81,14 @@ class ParityBatch:
     sampler_logprobs: Tensor
     old_logprobs: Tensor
     logprobs: Tensor
+    entropies: Tensor
 
     def to_dict(self) -> dict[str, Any]:
         return {"seed": self.seed, "rewards": self.rewards.tolist(), "group_ids": self.group_ids.tolist(),
                 "terminations": list(self.terminations), "hacked": self.hacked.tolist(),
                 "response_mask": self.response_mask.tolist(), "sampler_logprobs": self.sampler_logprobs.tolist(),
-                "old_logprobs": self.old_logprobs.tolist(), "logprobs": self.logprobs.tolist()}
+                "old_logprobs": self.old_logprobs.tolist(), "logprobs": self.logprobs.tolist(),
+                "entropies": self.entropies.tolist()}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ParityBatch:
@@ -89,7 +96,7 @@ class ParityBatch:
                    group_ids=_tensor(data["group_ids"], torch.long), terminations=tuple(data["terminations"]),
                    hacked=_tensor(data["hacked"], torch.bool), response_mask=_tensor(data["response_mask"]),
                    sampler_logprobs=_tensor(data["sampler_logprobs"]), old_logprobs=_tensor(data["old_logprobs"]),
-                   logprobs=_tensor(data["logprobs"]))
+                   logprobs=_tensor(data["logprobs"]), entropies=_tensor(data["entropies"]))
 
 
 @dataclass(frozen=True)
@@ -112,6 +119,8 @@ class ParityResult:
     versions: dict[str, str] = field(default_factory=dict)
     mapping: list[dict[str, Any]] = field(default_factory=list)
     by_design: list[ByDesign] = field(default_factory=list)
+    figures: dict[str, float | None] = field(default_factory=dict)
+    figure_notes: dict[str, str] = field(default_factory=dict)
 
     @property
     def gradient_norm(self) -> float:
@@ -121,7 +130,8 @@ class ParityResult:
         return {"format": OUTPUT_FORMAT, "version": VERSION, "framework": self.framework, "versions": self.versions,
                 "advantages": self.advantages.tolist(), "weights": self.weights.tolist(), "loss": self.loss,
                 "gradient": self.gradient.tolist(), "mapping": self.mapping,
-                "by_design": [{"overrides": d.overrides, "cause": d.cause} for d in self.by_design]}
+                "by_design": [{"overrides": d.overrides, "cause": d.cause} for d in self.by_design],
+                "figures": self.figures, "figure_notes": self.figure_notes}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ParityResult:
@@ -129,7 +139,8 @@ class ParityResult:
         return cls(framework=data["framework"], advantages=_tensor(data["advantages"]),
                    weights=_tensor(data["weights"]), loss=float(data["loss"]), gradient=_tensor(data["gradient"]),
                    versions=dict(data["versions"]), mapping=list(data["mapping"]),
-                   by_design=[ByDesign(dict(d["overrides"]), d["cause"]) for d in data["by_design"]])
+                   by_design=[ByDesign(dict(d["overrides"]), d["cause"]) for d in data["by_design"]],
+                   figures=dict(data["figures"]), figure_notes=dict(data["figure_notes"]))
 
 
 def _check_format(data: Any, expected: str) -> None:

@@ -7,7 +7,8 @@ episode runner with the recipe's verifier under fixed small limits (``LIMITS``).
 has no model, so the log-probs are drawn from a generator seeded with ``seed``: the sampler's, the
 learner's before the update (the sampler's plus an injected mismatch: a per-row shift and per-token
 noise) and the learner's during the update (old plus drift, with a few large steps so that every
-clip, including the dual clip, binds somewhere).
+clip, including the dual clip, binds somewhere); the learner's per-token entropies are drawn
+uniformly from [0, ``ENTROPY_SCALE``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ MISMATCH_SHIFT = 0.6
 MISMATCH_NOISE = 0.2
 DRIFT_NOISE = 0.35
 DRIFT_JUMP, JUMP_SHARE = 1.5, 0.05
+ENTROPY_SCALE = 3.0
 
 
 def record_episodes(recipe: Recipe, seed: int, plugin_manager: Any = None) -> list[Trajectory]:
@@ -84,6 +86,8 @@ def record_batch(recipe: Recipe, seed: int, plugin_manager: Any = None) -> Parit
     old = sampler + shift + draw(rows, width) * MISMATCH_NOISE
     jumps = torch.rand(rows, width, generator=generator, dtype=torch.float64) < JUMP_SHARE
     current = old + draw(rows, width) * DRIFT_NOISE + jumps * DRIFT_JUMP
+    entropies = torch.rand(rows, width, generator=generator, dtype=torch.float64) * ENTROPY_SCALE
     return ParityBatch(seed=seed, rewards=recorded.rewards, group_ids=recorded.group_ids,
                        terminations=recorded.terminations, hacked=recorded.hacked, response_mask=mask,
-                       sampler_logprobs=sampler * mask, old_logprobs=old * mask, logprobs=current * mask)
+                       sampler_logprobs=sampler * mask, old_logprobs=old * mask, logprobs=current * mask,
+                       entropies=entropies * mask)

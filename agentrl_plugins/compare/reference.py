@@ -1,4 +1,5 @@
-"""The core's parity numbers for a batch: advantages, correction weights, loss and its gradient.
+"""The core's parity numbers for a batch: advantages, correction weights, loss and its gradient, and the
+step's figures by their definitions (:mod:`agentrl_plugins.runs.figures`).
 
 Filtered trajectories lose every loss token; the loss is aggregated over that mask (a
 correction's rejected tokens stay in the denominator with weight 0, as in verl and OpenRLHF).
@@ -9,8 +10,10 @@ from __future__ import annotations
 import torch
 
 from agentrl_plugins.algorithm import RecipeAlgorithm
+from agentrl_plugins.algorithms.corrections import limited_fraction
 from agentrl_plugins.compare.batch import ParityBatch, ParityResult
 from agentrl_plugins.recipe_schema import Recipe
+from agentrl_plugins.runs.figures import clip_binds, loss_token_mean
 
 
 def reference(recipe: Recipe, batch: ParityBatch, plugin_manager=None) -> ParityResult:
@@ -22,4 +25,16 @@ def reference(recipe: Recipe, batch: ParityBatch, plugin_manager=None) -> Parity
     logprobs = batch.logprobs.clone().requires_grad_()
     value = algorithm.loss(logprobs, batch.old_logprobs, advantages.values, mask, correction.weights)
     (gradient,) = torch.autograd.grad(value, logprobs)
-    return ParityResult("core", advantages.values.detach(), correction.weights, value.item(), gradient)
+    ratio = (batch.logprobs - batch.old_logprobs).exp()
+    clipped = clip_binds(ratio, advantages.values[:, None], recipe.loss.clip_low, recipe.loss.clip_high)
+    figures = {
+        "train_reward": batch.rewards.mean().item(),
+        "hacked_fraction": batch.hacked.double().mean().item(),
+        "filtered_fraction": advantages.filtered_fraction,
+        "clip_fraction": loss_token_mean(clipped.double(), mask),
+        "is_capped_fraction": limited_fraction(correction.metrics),
+        "entropy": loss_token_mean(batch.entropies, mask),
+        "policy_tokens": float(mask.sum().item()),
+    }
+    return ParityResult("core", advantages.values.detach(), correction.weights, value.item(), gradient,
+                        figures=figures)

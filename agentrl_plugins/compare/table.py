@@ -14,6 +14,7 @@ from agentrl_plugins.compare.batch import ParityBatch, ParityResult
 from agentrl_plugins.compare.reference import reference
 from agentrl_plugins.recipe import apply_overrides
 from agentrl_plugins.recipe_schema import Recipe
+from agentrl_plugins.runs.figures import FIGURES
 
 TOLERANCE = 1e-6
 """Largest absolute difference of an exact component (float64)."""
@@ -26,6 +27,9 @@ QUANTITIES: dict[str, tuple[Callable[[ParityResult], Any], Callable[[Any], str]]
 }
 """Each compared quantity: how to read it from a result and how to show it."""
 
+FIGURE_PREFIX = "figure "
+"""The rows of the step figures (:data:`~agentrl_plugins.runs.figures.FIGURES`): ``figure entropy``, ..."""
+
 
 @dataclass(frozen=True)
 class ParityRow:
@@ -35,10 +39,18 @@ class ParityRow:
     reference: str
     max_abs_diff: float
     held_to: str
+    reported: bool = True
+    by_design: str = ""
 
     @property
     def exact(self) -> bool:
-        return self.max_abs_diff <= TOLERANCE
+        return self.reported and self.max_abs_diff <= TOLERANCE
+
+    @property
+    def verdict(self) -> str:
+        if not self.reported:
+            return "not reported"
+        return "exact" if self.exact else "by design" if self.by_design else "**MISMATCH**"
 
 
 @dataclass(frozen=True)
@@ -58,10 +70,22 @@ class ParityTable:
 
     @property
     def mismatches(self) -> list[ParityRow]:
-        return [row for row in self.rows if not row.exact]
+        return [row for row in self.rows if row.reported and not row.exact and not row.by_design]
+
+    @property
+    def figure_differences(self) -> list[ParityRow]:
+        """Figures a framework defines otherwise for this recipe, as it declares (shown with their size)."""
+        return [row for row in self.rows if row.by_design and not row.exact]
+
+    @property
+    def unreported(self) -> list[ParityRow]:
+        """Figures a framework's recorder does not make (its rows say so; they are no mismatch)."""
+        return [row for row in self.rows if not row.reported]
 
 
 def max_abs_diff(a: Any, b: Any) -> float:
+    if a is None or b is None:
+        return 0.0 if a is b else float("inf")
     if isinstance(a, float):
         return abs(a - b)
     if a.shape != b.shape:
@@ -69,14 +93,31 @@ def max_abs_diff(a: Any, b: Any) -> float:
     return (a - b).abs().max().item() if a.numel() else 0.0
 
 
+def _figure(result: ParityResult, name: str) -> float | None:
+    value = result.figures.get(name)
+    return None if value is None else float(value)
+
+
+def _show_figure(value: float | None) -> str:
+    return "not reported" if value is None else f"{value:.9f}"
+
+
 def _rows(result: ParityResult, ref: ParityResult, held_to: str) -> list[ParityRow]:
-    return [ParityRow(result.framework, name, show(read(result)), show(read(ref)),
+    rows = [ParityRow(result.framework, name, show(read(result)), show(read(ref)),
                       max_abs_diff(read(result), read(ref)), held_to)
             for name, (read, show) in QUANTITIES.items()]
+    for name in FIGURES:
+        value, expected = _figure(result, name), _figure(ref, name)
+        rows.append(ParityRow(result.framework, FIGURE_PREFIX + name, _show_figure(value), _show_figure(expected),
+                              max_abs_diff(value, expected), held_to, reported=value is not None,
+                              by_design=result.figure_notes.get(name, "")))
+    return rows
 
 
 def _sizes(a: ParityResult, b: ParityResult) -> dict[str, float]:
-    return {name: max_abs_diff(read(a), read(b)) for name, (read, _) in QUANTITIES.items()}
+    sizes = {name: max_abs_diff(read(a), read(b)) for name, (read, _) in QUANTITIES.items()}
+    return sizes | {FIGURE_PREFIX + name: max_abs_diff(_figure(a, name), _figure(b, name)) for name in FIGURES
+                    if _figure(a, name) is not None and _figure(b, name) is not None}
 
 
 def parity_table(recipe: Recipe, batch: ParityBatch, results: Sequence[ParityResult],
@@ -104,17 +145,18 @@ def markdown(table: ParityTable) -> str:
     lines = ["| framework | quantity | framework value | core value | max abs diff | held to | verdict |",
              "|---|---|---|---|---|---|---|"]
     for row in table.rows:
-        verdict = "exact" if row.exact else "**MISMATCH**"
-        lines.append(f"| {row.framework} | {row.quantity} | {row.value} | {row.reference} | {row.max_abs_diff:.3g} | "
-                     f"{row.held_to} | {verdict} |")
+        difference = f"{row.max_abs_diff:.3g}" if row.reported else "-"
+        lines.append(f"| {row.framework} | {row.quantity} | {row.value} | {row.reference} | {difference} | "
+                     f"{row.held_to} | {row.verdict} |")
     return "\n".join(lines)
 
 
 def differences_markdown(table: ParityTable) -> str:
     """By-design differences with their cause and size (largest change of each quantity)."""
-    if not table.differences:
+    if not table.differences and not table.figure_differences:
         return "None: every framework computes the recipe's numbers."
-    lines = []
+    lines = [f"- **{row.framework}** {row.quantity}: {row.by_design}. Size: {row.max_abs_diff:.3g}."
+             for row in table.figure_differences]
     for difference in table.differences:
         sizes = ", ".join(f"{name} {size:.3g}" for name, size in difference.sizes.items())
         settings = ", ".join(f"{key}={value}" for key, value in difference.overrides.items())

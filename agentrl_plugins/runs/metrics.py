@@ -9,10 +9,17 @@ from typing import Any
 
 @dataclass(frozen=True)
 class StepMetrics:
-    """The figures every run reports after each step.
+    """The figures every run reports after each step, with one definition in every framework.
 
     Held-out figures are None between evaluations; step 0 is the starting policy, evaluated
-    before any update, so its training figures are None.
+    before any update, so its training figures are None. Over the step's training episodes:
+    ``train_reward`` (mean verifier reward), ``hacked_fraction`` and ``filtered_fraction`` (episodes
+    compact-filtered out of the loss). Over the step's loss tokens (the policy's tokens of the kept
+    episodes, a correction's rejected tokens included): ``clip_fraction`` (tokens where the PPO clip
+    binds, :func:`~agentrl_plugins.runs.figures.clip_binds`), ``is_capped_fraction`` (tokens whose
+    correction weight was capped or rejected), ``entropy`` (the policy's mean per-token entropy) and
+    ``policy_tokens`` (their count). The parity check holds each adapter's figures to these
+    definitions (:mod:`agentrl_plugins.runs.figures`).
     """
 
     step: int

@@ -10,8 +10,10 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from agentrl_plugins.algorithm import RecipeAlgorithm
 from agentrl_plugins.cli import build_app
 from agentrl_plugins.compare.batch import (
+    VERSION,
     ByDesign,
     ParityFormatError,
     ParityResult,
@@ -24,9 +26,10 @@ from agentrl_plugins.compare.record import record_batch
 from agentrl_plugins.compare.reference import reference
 from agentrl_plugins.compare.report import ParityRun, write_report
 from agentrl_plugins.compare.runner import FrameworkEnv, FrameworkEnvError, find_env, run_side
-from agentrl_plugins.compare.table import parity_table
+from agentrl_plugins.compare.table import QUANTITIES, markdown, parity_table
 from agentrl_plugins.errors import AgentRLError, UnknownNameError
 from agentrl_plugins.recipe import apply_overrides, load_recipe
+from agentrl_plugins.runs.figures import FIGURES
 
 RECIPE = load_recipe("deepswe_grpopp")
 
@@ -38,7 +41,7 @@ def batch():
 
 def as_framework(result: ParityResult, name: str, by_design=()) -> ParityResult:
     return ParityResult(name, result.advantages, result.weights, result.loss, result.gradient,
-                        by_design=list(by_design))
+                        by_design=list(by_design), figures=dict(result.figures))
 
 
 def test_the_recorded_batch_has_every_case_parity_needs(batch):
@@ -66,31 +69,33 @@ def test_input_and_output_files_round_trip_exactly(tmp_path, batch):
     recipe = apply_overrides(RECIPE, {"loss.clip_high": 0.3})
     read_recipe, read_batch = read_input(write_input(tmp_path / "in.json", recipe, batch))
     assert read_recipe == recipe and read_batch.terminations == batch.terminations
-    for name in ("rewards", "group_ids", "hacked", "response_mask", "sampler_logprobs", "old_logprobs", "logprobs"):
+    for name in ("rewards", "group_ids", "hacked", "response_mask", "sampler_logprobs", "old_logprobs", "logprobs",
+                 "entropies"):
         assert torch.equal(getattr(read_batch, name), getattr(batch, name)), name
     result = as_framework(reference(recipe, batch), "verl", [ByDesign({"loss.clip_c": None}, "why")])
     back = read_result(write_result(tmp_path / "out.json", result))
     assert (back.loss == result.loss and torch.equal(back.gradient, result.gradient)
-            and back.by_design == result.by_design)
+            and back.by_design == result.by_design and back.figures == result.figures)
 
 
 def test_a_file_in_another_format_is_a_clear_error(tmp_path):
     path = tmp_path / "out.json"
-    path.write_text(json.dumps({"format": "agentrl-parity-input", "version": 1}))
-    with pytest.raises(ParityFormatError, match="expected a 'agentrl-parity-output' version 1 file"):
+    path.write_text(json.dumps({"format": "agentrl-parity-input", "version": VERSION}))
+    with pytest.raises(ParityFormatError, match=f"expected a 'agentrl-parity-output' version {VERSION} file"):
         read_result(path)
 
 
 def test_the_core_reference_as_a_framework_is_exact_everywhere(batch):
     table = parity_table(RECIPE, batch, [as_framework(reference(RECIPE, batch), "verl")])
-    assert len(table.rows) == 5 and not table.mismatches and not table.differences
+    assert len(table.rows) == len(QUANTITIES) + len(FIGURES) and not table.mismatches and not table.differences
+    assert not table.unreported
     assert all(row.max_abs_diff == 0 for row in table.rows)
 
 
 def test_a_changed_upper_clip_is_reported_as_a_mismatch(batch):
     wrong = as_framework(reference(apply_overrides(RECIPE, {"loss.clip_high": 0.3}), batch), "verl")
     table = parity_table(RECIPE, batch, [wrong])
-    assert {row.quantity for row in table.mismatches} == {"loss", "gradient", "gradient norm"}
+    assert {row.quantity for row in table.mismatches} == {"loss", "gradient", "gradient norm", "figure clip_fraction"}
     assert next(row for row in table.rows if row.quantity == "loss").max_abs_diff > 1e-3
 
 
@@ -143,3 +148,27 @@ def test_compare_names_known_frameworks_and_parity_takes_one_recipe():
     with pytest.raises(UnknownNameError, match="Did you mean 'openrlhf'"):
         runner.invoke(build_app(), ["compare", "deepswe_grpopp", "--frameworks", "openrlfh", "--parity"],
                       catch_exceptions=False)
+
+
+def test_a_framework_figure_off_its_definition_is_a_mismatch_and_a_missing_one_is_shown(batch):
+    core = reference(RECIPE, batch)
+    off = as_framework(core, "verl")
+    off.figures.update(entropy=core.figures["entropy"] * 1.01, clip_fraction=None)
+    table = parity_table(RECIPE, batch, [off])
+    assert [row.quantity for row in table.mismatches] == ["figure entropy"]
+    assert [row.quantity for row in table.unreported] == ["figure clip_fraction"]
+    assert "| figure clip_fraction | not reported |" in markdown(table)
+
+
+def test_the_reference_figures_follow_their_definitions_on_the_batch(batch):
+    figures = reference(RECIPE, batch).figures
+    advantages = RecipeAlgorithm.from_recipe(RECIPE).advantages(batch.rewards, batch.group_ids, batch.terminations)
+    loss_tokens = (batch.response_mask > 0) & advantages.valid[:, None]
+    ratio = (batch.logprobs - batch.old_logprobs).exp()
+    a = advantages.values[:, None].expand_as(ratio)
+    clipped = [(r < 1 - RECIPE.loss.clip_low and v < 0) or (r > 1 + RECIPE.loss.clip_high and v > 0)
+               for r, v in zip(ratio[loss_tokens].tolist(), a[loss_tokens].tolist())]
+    assert figures["policy_tokens"] == len(clipped) > 0
+    assert figures["clip_fraction"] == pytest.approx(sum(clipped) / len(clipped), abs=1e-12) and 0 < sum(clipped)
+    assert figures["entropy"] == pytest.approx(batch.entropies[loss_tokens].mean().item(), abs=1e-12)
+    assert figures["filtered_fraction"] == pytest.approx(1 - advantages.valid.double().mean().item())

@@ -23,6 +23,7 @@ VARIANTS = [
     ("deepswe_grpopp", {}),
     ("deepswe_grpopp", {"loss.aggregation": "token-mean", "correction.name": "token_tis", "correction.cap": 1.5}),
     ("grpo", {"correction.name": "icepop", "correction.low": 0.5, "correction.high": 2.0}),
+    ("deepswe_grpopp", {"loss.entropy_coef": 0.01}),
 ]
 
 
@@ -41,7 +42,9 @@ def test_openrlhf_computes_the_core_numbers(tmp_path, batch, name, overrides):
     result = side(tmp_path, recipe, batch)
     table = parity_table(recipe, batch, [result])
     assert not table.mismatches, table.mismatches
-    assert not table.differences
+    assert not table.differences and not table.figure_differences
+    unreported = [] if recipe.loss.entropy_coef else ["figure entropy"]
+    assert [row.quantity for row in table.unreported] == unreported, "OpenRLHF logs entropy only with a coefficient"
     statuses = {row["key"]: row["status"] for row in result.mapping}
     if recipe.correction.name == "token_tis":
         assert statuses["loss.aggregation"] == statuses["correction.name"] == "native"
@@ -52,4 +55,4 @@ def test_a_changed_upper_clip_reaching_openrlhf_is_reported(tmp_path, batch):
     recipe = load_recipe("deepswe_grpopp")
     wrong = side(tmp_path, load_recipe("deepswe_grpopp", {"loss.clip_high": 0.3}), batch)
     table = parity_table(recipe, batch, [wrong])
-    assert {row.quantity for row in table.mismatches} == {"loss", "gradient", "gradient norm"}
+    assert {row.quantity for row in table.mismatches} == {"loss", "gradient", "gradient norm", "figure clip_fraction"}

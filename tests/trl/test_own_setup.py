@@ -1,10 +1,11 @@
 """TRL in a user's own script: the documented example as written, the recipe against the user's GRPOConfig,
-and the agentrl figures in TensorBoard's event files."""
+and the agentrl figures in TensorBoard's event files and W&B's offline run files."""
 
 from __future__ import annotations
 
 import json
 import re
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -40,6 +41,39 @@ def tensorboard_scalars(folder: Path) -> dict[str, dict[int, float]]:
         accumulator.Reload()
         for tag in accumulator.Tags()["scalars"]:
             scalars.setdefault(tag, {}).update({e.step: e.value for e in accumulator.Scalars(tag)})
+    return scalars
+
+
+def wandb_scalars(folder: Path) -> dict[str, dict[int, float]]:
+    """Every history value in the offline W&B run files under ``folder``: key -> TRL's global step -> value.
+
+    A ``.wandb`` file is a LevelDB-style log (a 7-byte ``:W&B`` header, 32 KiB blocks of chunks with a
+    7-byte header: checksum, length, type 1 full / 2 first / 3 middle / 4 last) of protobuf ``Record``s.
+    """
+    from wandb.proto import wandb_internal_pb2
+
+    scalars: dict[str, dict[int, float]] = {}
+    for path in folder.rglob("*.wandb"):
+        data = path.read_bytes()
+        assert data[:4] == b":W&B", path
+        position, chunks = 7, []
+        while position + 7 <= len(data):
+            if 32768 - position % 32768 < 7:
+                position += 32768 - position % 32768
+                continue
+            _, length, kind = struct.unpack("<IHB", data[position:position + 7])
+            chunks.append(data[position + 7:position + 7 + length])
+            position += 7 + length
+            if kind in (1, 4):
+                record = wandb_internal_pb2.Record()
+                record.ParseFromString(b"".join(chunks))
+                chunks = []
+                if record.WhichOneof("record_type") == "history":
+                    row = {item.key or "/".join(item.nested_key): json.loads(item.value_json)
+                           for item in record.history.item}
+                    for key, value in row.items():
+                        if isinstance(value, (int, float)) and "train/global_step" in row:
+                            scalars.setdefault(key, {})[int(row["train/global_step"])] = value
     return scalars
 
 
@@ -105,15 +139,24 @@ def test_a_lora_config_of_yours_follows_the_same_rule(tmp_path, tokenizer):
                       peft_config=LoraConfig(r=4))
 
 
-def test_agentrl_run_report_to_tensorboard_writes_the_figures_into_the_run_folder(tmp_path, tokenizer, scripted,
-                                                                                monkeypatch):
+@pytest.mark.parametrize("logger", ["tensorboard", "wandb"])
+def test_agentrl_run_report_to_writes_the_figures_into_the_run_folder(logger, tmp_path, tokenizer, scripted,
+                                                                     monkeypatch):
     every_family = {family.name: [policies.solver(family), policies.hacker(family)] for family in FAMILIES}
     monkeypatch.setattr(runner, "load_policy", lambda path: (build_model(tokenizer, 0), tokenizer))
     monkeypatch.setattr(runner, "hf_generator_factory", lambda tok: scripted(every_family))
-    monkeypatch.delenv("TENSORBOARD_LOGGING_DIR", raising=False)
+    for variable in ("TENSORBOARD_LOGGING_DIR", "WANDB_DIR"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
     recipe = load_recipe("deepswe_grpopp", SMALL, "laptop")
-    folder = runner.run(recipe, RunOptions(run_dir=tmp_path / "run", report_to=("tensorboard",)))
-    assert_figures_logged(tensorboard_scalars(folder / "tensorboard"), RunDir(folder))
+    folder = runner.run(recipe, RunOptions(run_dir=tmp_path / "run", report_to=(logger,)))
+    if logger == "wandb":  # the run stays open in this process (transformers leaves it to the exit): close it
+        import wandb
+
+        wandb.finish()
+    read = tensorboard_scalars(folder / "tensorboard") if logger == "tensorboard" else wandb_scalars(folder / "wandb")
+    assert_figures_logged(read, RunDir(folder))
 
 
 def test_a_logger_that_is_not_installed_stops_the_run_before_its_folder_exists(tmp_path, monkeypatch):

@@ -33,6 +33,9 @@ def test_trl_computes_the_core_numbers_apart_from_the_dual_clip(batch, recipe):
     assert GRPOTrainer._generate_and_score_completions is scoring
     table = parity_table(recipe, batch, [result])
     assert not table.mismatches, table.mismatches
+    assert not table.unreported
+    rejects = result.figure_notes and recipe.correction.name == "icepop"
+    assert [row.quantity for row in table.figure_differences] == (["figure clip_fraction"] if rejects else [])
     if recipe.loss.clip_c is None:
         assert not table.differences
     else:
@@ -44,4 +47,4 @@ def test_a_changed_upper_clip_reaching_trl_is_reported(batch):
     recipe = load_recipe("deepswe_grpopp", {"loss.clip_c": None})
     wrong = compute(load_recipe("deepswe_grpopp", {"loss.clip_c": None, "loss.clip_high": 0.3}), batch)
     table = parity_table(recipe, batch, [wrong])
-    assert {row.quantity for row in table.mismatches} == {"loss", "gradient", "gradient norm"}
+    assert {row.quantity for row in table.mismatches} == {"loss", "gradient", "gradient norm", "figure clip_fraction"}

@@ -60,6 +60,6 @@ def test_the_pages_contradicting_override_gets_the_pages_table(prepared):
     OmegaConf.resolve(config)
     with pytest.raises(ConfigConflictError) as error:
         reconcile_config(config, prepared.load_recipe())
-    page = blocks("text")[0].splitlines()
+    (page,) = [block.splitlines() for block in blocks("text") if block.startswith("agentrl_plugins.")]
     assert page[0] == f"{type(error.value).__module__}.{type(error.value).__name__}: {str(error.value).splitlines()[0]}"
     assert page[1:] == str(error.value).splitlines()[1:]

@@ -33,7 +33,8 @@ def test_verl_computes_the_core_numbers(batch, name, overrides):
     result = parity.compute(recipe, batch)
     table = parity_table(recipe, batch, [result])
     assert not table.mismatches, table.mismatches
-    assert not table.differences
+    assert not table.differences and not table.figure_differences
+    assert not table.unreported, "every figure of these recipes is one verl logs"
     if recipe.correction.name != "none":
         on = result.weights[batch.response_mask.bool()]
         assert (on != 1).any() and (on <= max(recipe.correction.cap, recipe.correction.high)).all()
@@ -51,5 +52,5 @@ def test_a_changed_upper_clip_in_the_mapping_is_reported(batch, monkeypatch):
 
     monkeypatch.setattr(parity, "describe", wrong_clip)
     table = parity_table(recipe, batch, [parity.compute(recipe, batch)])
-    assert {row.quantity for row in table.mismatches} == {"loss", "gradient", "gradient norm"}
+    assert {row.quantity for row in table.mismatches} == {"loss", "gradient", "gradient norm", "figure clip_fraction"}
 

@@ -8,7 +8,9 @@ advantages_and_returns`` makes the advantages; ``PolicyLoss``, built as ``ppo_ac
 it, makes the loss with ``_optimizer_step_loss_norm``'s denominators for one micro-batch.
 Per-token weights: OpenRLHF keeps its correction coefficients inside ``PolicyLoss.forward``,
 so they are read off a probe (ratio 1, advantage -1, token-sum), whose gradient is exactly
-the coefficient; with a patched loss they are the patch's core correction.
+the coefficient; with a patched loss they are the patch's core correction. The figures are the recorder's
+(``train_row``) from what OpenRLHF's status holds for the step: ``PolicyLoss``'s clip and filter ratios, and
+the entropy as ``ppo_actor`` aggregates it (only when the recipe sets an entropy coefficient, as there).
 
 OpenRLHF imports vLLM and flash-attn at module top: where they are not installed (a CPU
 machine) the CPU backend's import shims go on the path first. It is
@@ -30,11 +32,13 @@ from agentrl_plugins.compare.batch import ParityBatch, ParityResult
 from agentrl_plugins.compare.side import gradient, mapping_rows, versions
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.recipe_schema import Recipe
+from agentrl_plugins.runs.figures import FIGURES
 
 from agentrl_openrlhf.adapter import OpenRLHFAdapter
 from agentrl_openrlhf.config import CLI_MODULE, plan
 from agentrl_openrlhf.cpu import SHIMS
 from agentrl_openrlhf.patches import install
+from agentrl_openrlhf.recorder import loss_tokens, train_row
 from agentrl_openrlhf.terminations import termination_logs
 
 
@@ -106,6 +110,7 @@ def native_weights(args: Any, batch: ParityBatch, action_mask: torch.Tensor) -> 
 
 def compute(recipe: Recipe, batch: ParityBatch) -> ParityResult:
     use_shims_where_missing()
+    from openrlhf.models.loss import aggregate_loss
     from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
     from openrlhf.trainer.ppo_utils.kl_controller import FixedKLController
     from openrlhf.utils.loss_utils import _optimizer_step_loss_norm
@@ -126,7 +131,15 @@ def compute(recipe: Recipe, batch: ParityBatch) -> ParityResult:
         weights = native_weights(args, batch, action_mask)
     logprobs = batch.logprobs.clone().requires_grad_()
     norm = _optimizer_step_loss_norm([action_mask], None, 1, 1)
-    loss = policy_loss(args)(logprobs, batch.old_logprobs, made.advantages, action_mask, batch.sampler_logprobs,
-                             **norm)[0]
+    loss, clip_ratio, _, _, is_filter_ratio = policy_loss(args)(
+        logprobs, batch.old_logprobs, made.advantages, action_mask, batch.sampler_logprobs, **norm)
+    status = {"rollout/reward_mean": batch.rewards.mean().item(), "hacked": batch.hacked.double().mean().item(),
+              "ppo_clip_ratio": clip_ratio.item(),
+              **({} if is_filter_ratio is None else {"is_filter_ratio": is_filter_ratio.item()}),
+              **({} if args.actor.entropy_coef is None else
+                 {"entropy_loss": aggregate_loss(batch.entropies, action_mask, **norm).item()})}
+    made.info["filtered"] = (~valid).double()
+    row = train_row(1, status, loss_tokens([made]), 0.0)
     return ParityResult("openrlhf", advantages.detach(), weights.detach(), loss.item(), gradient(loss, logprobs),
-                        versions("openrlhf", "agentrl-openrlhf"), mapping_rows(config))
+                        versions("openrlhf", "agentrl-openrlhf"), mapping_rows(config),
+                        figures={name: getattr(row, name) for name in FIGURES})

@@ -18,6 +18,7 @@ from typing import Any, Callable
 import torch
 
 from agentrl_plugins.algorithm import RecipeAlgorithm
+from agentrl_plugins.algorithms.corrections import limited_fraction
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.recipe_schema import Recipe
 
@@ -143,7 +144,7 @@ def policy_loss_forward(algorithm: RecipeAlgorithm) -> Callable[..., Any]:
         if correction is None:
             return loss, clip_ratio, ppo_kl, None, None
         rollout_kl = masked_mean(rollout_log_probs - old_log_probs, action_mask, dim=None)
-        filtered = correction.metrics["capped_fraction"] + correction.metrics["masked_fraction"]
+        filtered = limited_fraction(correction.metrics)
         return loss, clip_ratio, ppo_kl, rollout_kl, torch.tensor(filtered, device=loss.device)
 
     return forward

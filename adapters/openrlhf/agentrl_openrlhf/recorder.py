@@ -98,12 +98,15 @@ def held_out(samples: Sequence[Any]) -> tuple[float, float]:
 
 
 def train_row(step: int, status: dict[str, Any], tokens: LossTokens, seconds: float) -> StepMetrics:
-    """A step's row from OpenRLHF's status (means over the step's episodes) and its loss-token counts."""
+    """A step's row from OpenRLHF's status (means over the step's episodes) and its loss-token counts. Without
+    a correction OpenRLHF logs no filter ratio: nothing was limited. Its entropy is logged only when the recipe
+    sets an entropy coefficient (otherwise the row has no entropy figure)."""
     return StepMetrics(
         step=step, train_reward=status["rollout/reward_mean"], heldout_pass1=None, heldout_hacked_fraction=None,
         hacked_fraction=status.get("hacked"), filtered_fraction=tokens.filtered_episodes / max(tokens.episodes, 1),
-        clip_fraction=finite(status.get("ppo_clip_ratio")), is_capped_fraction=finite(status.get("is_filter_ratio")),
-        entropy=finite(status.get("entropy_loss")), policy_tokens=tokens.policy_tokens, seconds=seconds)
+        clip_fraction=finite(status.get("ppo_clip_ratio")),
+        is_capped_fraction=finite(status.get("is_filter_ratio", 0.0)), entropy=finite(status.get("entropy_loss")),
+        policy_tokens=tokens.policy_tokens, seconds=seconds)
 
 
 def _numbers(status: dict[str, Any]) -> dict[str, float]:

@@ -9,6 +9,10 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from agentrl_plugins.framework_versions import check_framework
+
+TRL_VERSION = check_framework("agentrl-trl", "trl")
+
 _EXPORTS = {
     "agent_trainer": "agentrl_trl.build", "hf_generator_factory": "agentrl_trl.build",
     "load_policy": "agentrl_trl.build", "lora_config": "agentrl_trl.build",
@@ -17,7 +21,7 @@ _EXPORTS = {
     "EpisodeRollout": "agentrl_trl.rollout", "episode_reward": "agentrl_trl.rollout",
     "AgentGRPOTrainer": "agentrl_trl.trainer",
 }
-__all__ = sorted(_EXPORTS)
+__all__ = sorted([*_EXPORTS, "TRL_VERSION"])
 
 
 def __getattr__(name: str) -> Any:

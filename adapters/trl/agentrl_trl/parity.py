@@ -4,9 +4,10 @@
 ``GRPOConfig`` mapping) around a small locally built model (its forward pass is replaced). Two seams stand in for what a
 recorded batch replaces: TRL's generation and scoring step (``GRPOTrainer._generate_and_score_completions``)
 returns the batch's tensors, and the model's forward pass (``_get_per_token_logps_and_entropies``)
-returns the batch's learner log-probs. Everything between them is the adapter's and TRL's code:
+returns the batch's learner log-probs and entropies. Everything between them is the adapter's and TRL's code:
 the adapter's advantages, filtering, correction weights and row scale, then TRL's
-``compute_loss``. TRL has no leave-one-out or correction hook, so those are the core's, injected.
+``compute_loss``, whose logged metrics the recorder's ``step_figures`` turns into the step's figures.
+TRL has no leave-one-out or correction hook, so those are the core's, injected.
 Registered as the adapter's ``parity`` side (:mod:`agentrl_plugins.compare.side`).
 """
 
@@ -31,6 +32,12 @@ from agentrl_plugins.types import Trajectory, Verdict
 
 from agentrl_trl.build import agent_trainer, hf_generator_factory
 from agentrl_trl.config import describe
+from agentrl_trl.recorder import step_figures
+
+REJECTED_NOT_CLIPPED = ("TRL counts the clip only where its per-token advantage is nonzero, so a token the "
+                        "correction rejects (weight 0) is never counted clipped; the core counts it by its "
+                        "episode's advantage")
+"""How TRL's ``clip_fraction`` differs under a correction that rejects tokens."""
 
 BY_DESIGN = {"loss.clip_c": (None, "TRL 1.16 has no dual clip: its loss is the plain clipped surrogate where "
                                    "A < 0 and the ratio exceeds clip_c")}
@@ -108,11 +115,14 @@ def compute(recipe: Recipe, batch: ParityBatch) -> ParityResult:
     finally:
         GRPOTrainer._generate_and_score_completions = original
     logprobs = batch.logprobs.clone().requires_grad_()
-    trainer._get_per_token_logps_and_entropies = lambda *args, **kwargs: (logprobs, torch.zeros_like(logprobs), None)
+    trainer._get_per_token_logps_and_entropies = lambda *args, **kwargs: (logprobs, batch.entropies, None)
     trainer.current_gradient_accumulation_steps = 1
     trainer.model.train()
     loss = trainer.compute_loss(trainer.model, output)
     mapping = mapping_rows(describe(recipe))
+    rejects = recording.corrections_made[-1].metrics["masked_fraction"] > 0
+    figures = step_figures(trainer._metrics["train"], trainer.step_stats)
     return ParityResult("trl", recording.advantages_made[-1].values, recording.corrections_made[-1].weights,
                         loss.item(), gradient(loss, logprobs), versions("trl", "transformers", "agentrl-trl"),
-                        mapping, by_design(recipe, mapping))
+                        mapping, by_design(recipe, mapping), figures,
+                        {"clip_fraction": REJECTED_NOT_CLIPPED} if rejects else {})

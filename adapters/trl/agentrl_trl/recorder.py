@@ -47,19 +47,12 @@ class RunRecorder(TrainerCallback):
         step = state.global_step
         evaluation = self.evaluate(step) if step % self.eval_every == 0 or step == state.max_steps else None
         trl_metrics = self.trainer._metrics["train"]
-        stats = self.trainer.step_stats
         row = StepMetrics(
             step=step,
-            train_reward=stats["train_reward"],
             heldout_pass1=evaluation.pass_at_1 if evaluation else None,
             heldout_hacked_fraction=evaluation.hacked_fraction if evaluation else None,
-            hacked_fraction=stats["hacked_fraction"],
-            filtered_fraction=stats["filtered_fraction"],
-            clip_fraction=_mean(trl_metrics.get("clip_ratio/region_mean")) or 0.0,
-            is_capped_fraction=stats["is_capped_fraction"],
-            entropy=_mean(trl_metrics.get("entropy")),
-            policy_tokens=stats["policy_tokens"],
             seconds=seconds,
+            **step_figures(trl_metrics, self.trainer.step_stats),
         )
         record_step(self.run, row, self.hooks)
         for name, value in logged_figures(row).items():
@@ -68,6 +61,21 @@ class RunRecorder(TrainerCallback):
     def on_train_end(self, args, state, control, **kwargs):
         self.on_end()
         write_report(self.run)
+
+
+def step_figures(trl_metrics: dict[str, list[float]], stats: dict[str, Any]) -> dict[str, Any]:
+    """A step's figures (:data:`~agentrl_plugins.runs.figures.FIGURES`) from TRL's logged metrics (a value per
+    micro-batch: TRL's clip region and its entropy, each a mean over that micro-batch's loss tokens) and the
+    trainer's step statistics."""
+    return {
+        "train_reward": stats["train_reward"],
+        "hacked_fraction": stats["hacked_fraction"],
+        "filtered_fraction": stats["filtered_fraction"],
+        "clip_fraction": _mean(trl_metrics.get("clip_ratio/region_mean")) or 0.0,
+        "is_capped_fraction": stats["is_capped_fraction"],
+        "entropy": _mean(trl_metrics.get("entropy")),
+        "policy_tokens": stats["policy_tokens"],
+    }
 
 
 def _mean(values: list[float] | None) -> float | None:

@@ -9,6 +9,7 @@ from trl import GRPOTrainer
 
 from agentrl_plugins.algorithm import RecipeAlgorithm
 from agentrl_plugins.algorithms.aggregation import row_scale
+from agentrl_plugins.algorithms.corrections import limited_fraction
 from agentrl_plugins.batch import TrajectoryBatch
 
 from agentrl_trl.config import LOSS_TYPES
@@ -50,7 +51,7 @@ class AgentGRPOTrainer(GRPOTrainer):
             "train_reward": batch.rewards.mean().item(),
             "hacked_fraction": batch.hacked.float().mean().item(),
             "filtered_fraction": advantages.filtered_fraction,
-            "is_capped_fraction": correction.metrics["capped_fraction"],
+            "is_capped_fraction": limited_fraction(correction.metrics),
             "is_masked_fraction": correction.metrics["masked_fraction"],
             "mismatch_kl": correction.metrics["mismatch_kl"],
             "policy_tokens": int(mask.sum().item()),

@@ -87,6 +87,20 @@ def correction_overrides(recipe: Recipe) -> tuple[dict[str, Any], str, str]:
             "injected", f"policy loss {policy_loss_name(c.name)} applies the core correction to verl's raw IS ratios")
 
 
+LIMITED_FRACTION_KEYS = {"none": None, "token_tis": "rollout_corr/rollout_is_ratio_fraction_high",
+                         "sequence_tis": None, "icepop": "rollout_corr/rollout_is_oob_ratio"}
+"""verl's metric holding the share of loss tokens each correction verl computes caps or rejects (the
+``is_capped_fraction`` figure); None for ``none`` (nothing is limited) and ``sequence_tis`` (verl counts
+sequences, not tokens: no figure). An injected correction's policy loss logs the core's own share."""
+
+
+def limited_fraction_key(recipe: Recipe) -> str | None:
+    """Where verl logs the recipe correction's ``is_capped_fraction`` figure; None when it logs none."""
+    if injects_loss(recipe):
+        return "actor/agentrl/limited_fraction"
+    return LIMITED_FRACTION_KEYS[recipe.correction.name]
+
+
 def injects_loss(recipe: Recipe) -> bool:
     """Whether the recipe's correction runs in an ``agentrl_*`` policy loss (verl has no setting for it)."""
     return correction_overrides(recipe)[1] == "injected"

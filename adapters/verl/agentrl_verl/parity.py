@@ -5,7 +5,9 @@ Then, in the trainer's order: the agent loop's compact filter zeroes filtered ro
 ``response_mask``; ``compute_rollout_correction_and_add_to_batch`` (rollout IS weights and
 rejection); ``compute_advantage`` with the configured estimator; the configured policy loss
 (``get_policy_loss_fn``) with the actor config's ``global_batch_info`` for one mini-batch on
-one rank. The reported advantages have the adapter's row scale divided out.
+one rank. The reported advantages have the adapter's row scale divided out; the figures are the
+recorder's (``step_rows``) from the batch as episode records and what verl logs for the step (the policy
+loss's and the rollout correction's metrics, and the trainer's entropy over the loss tokens).
 Registered as the adapter's ``parity`` side (:mod:`agentrl_plugins.compare.side`).
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -24,15 +27,19 @@ from verl.trainer.ppo.core_algos import get_policy_loss_fn
 from verl.trainer.ppo.ray_trainer import compute_advantage
 from verl.trainer.ppo.rollout_corr_helper import compute_rollout_correction_and_add_to_batch
 from verl.utils.config import omega_conf_to_dataclass
+from verl.utils.py_functional import rename_dict
 
 from agentrl_plugins.algorithm import RecipeAlgorithm
 from agentrl_plugins.compare.batch import ParityBatch, ParityResult
 from agentrl_plugins.compare.side import gradient, mapping_rows, versions
 from agentrl_plugins.recipe_schema import Recipe
+from agentrl_plugins.runs.figures import FIGURES, loss_token_mean
 from agentrl_plugins.runs.rundir import write_recipe_file
 
 from agentrl_verl.config import command, default_paths, describe
+from agentrl_verl.episodes import EpisodeRecord
 from agentrl_verl.names import PREFIX, policy_loss_name
+from agentrl_verl.recorder import ENTROPY_KEY, step_rows
 from agentrl_verl.verl_plugin.estimators import row_scale
 from agentrl_verl.verl_plugin.losses import correct_raw_ratios
 
@@ -68,7 +75,7 @@ def compute_in(recipe: Recipe, batch: ParityBatch, config: DictConfig) -> Parity
     data = DataProto.from_single_dict({"token_level_rewards": token_rewards(batch), "response_mask": mask.clone(),
                                        "old_log_probs": batch.old_logprobs, "rollout_log_probs": batch.sampler_logprobs,
                                        "uid": uid})
-    data = compute_rollout_correction_and_add_to_batch(data, algorithm.rollout_correction)[0]
+    data, correction_metrics = compute_rollout_correction_and_add_to_batch(data, algorithm.rollout_correction)
     data = compute_advantage(data, adv_estimator=algorithm.adv_estimator, gamma=algorithm.gamma, lam=algorithm.lam,
                              num_repeat=config.actor_rollout_ref.rollout.n,
                              norm_adv_by_std_in_grpo=algorithm.get("norm_adv_by_std_in_grpo", True), config=algorithm)
@@ -77,7 +84,7 @@ def compute_in(recipe: Recipe, batch: ParityBatch, config: DictConfig) -> Parity
     actor.global_batch_info.update(dp_size=1, batch_num_tokens=response_mask.sum().item(),
                                    global_batch_size=response_mask.size(0), loss_scale_factor=actor.loss_scale_factor)
     logprobs = batch.logprobs.clone().requires_grad_()
-    loss, _ = get_policy_loss_fn(actor.policy_loss.loss_mode)(
+    loss, loss_metrics = get_policy_loss_fn(actor.policy_loss.loss_mode)(
         batch.old_logprobs, logprobs, data.batch["advantages"], response_mask.bool(), actor.loss_agg_mode, actor,
         is_weights)
     injected = algorithm.adv_estimator.startswith(PREFIX)
@@ -86,5 +93,22 @@ def compute_in(recipe: Recipe, batch: ParityBatch, config: DictConfig) -> Parity
     if recipe.correction.name != "none" and actor.policy_loss.loss_mode == policy_loss_name(recipe.correction.name):
         is_weights = correct_raw_ratios(recipe.correction.name, actor, is_weights, response_mask).weights
     weights = response_mask if is_weights is None else is_weights * response_mask
+    logged = {**correction_metrics, **rename_dict(loss_metrics, "actor/"),
+              ENTROPY_KEY: loss_token_mean(batch.entropies, response_mask)}
     return ParityResult("verl", per_row / scale, weights.detach(), loss.item(),
-                        gradient(loss, logprobs), versions("verl", "agentrl-verl"), mapping_rows(describe(recipe)))
+                        gradient(loss, logprobs), versions("verl", "agentrl-verl"), mapping_rows(describe(recipe)),
+                        figures=recorded_figures(recipe, batch, valid, logged))
+
+
+def recorded_figures(recipe: Recipe, batch: ParityBatch, valid: torch.Tensor,
+                     logged: dict[str, Any]) -> dict[str, Any]:
+    """The step's figures as the recorder makes them: the batch as the agent loop's episode records, and
+    ``logged`` as what verl logs for the step."""
+    episodes = [EpisodeRecord(split="train", weights_version=0, task_id=str(row), termination=batch.terminations[row],
+                              reward=batch.rewards[row].item(), passed=False, hacked=bool(batch.hacked[row]),
+                              filtered=not bool(valid[row]), prompt_ids=[0],
+                              response_ids=[0] * batch.response_mask.size(1),
+                              policy_mask=batch.response_mask[row].long().tolist(),
+                              logprobs=batch.sampler_logprobs[row].tolist()) for row in range(len(batch.rewards))]
+    (row,) = step_rows(episodes, {1: logged}, recipe)
+    return {name: getattr(row, name) for name in FIGURES}

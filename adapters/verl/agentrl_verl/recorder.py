@@ -5,8 +5,8 @@
 makes the step's row from the episodes the agent loop logged (``episodes.py``) and those metrics, appends it
 to ``metrics.jsonl``, calls ``agentrl_step_end`` and returns the ``agentrl/`` figures that verl's own loggers
 (``trainer.logger``) then log with the step. Rewards, hacks, filtering and loss tokens come from the episodes;
-clip fraction, entropy (the trainer's mean over loss tokens, :data:`ENTROPY_KEY`), the correction's capped
-fraction and the step time from verl's metrics. Held-out
+clip fraction, entropy (the trainer's mean over loss tokens, :data:`ENTROPY_KEY`), the correction's capped or rejected
+fraction (:func:`~agentrl_verl.config.limited_fraction_key`) and the step time from verl's metrics. Held-out
 pass@1 is the mean verdict of the held-out episodes run on that step's weights.
 """
 
@@ -28,11 +28,11 @@ from agentrl_plugins.runs.progress import record_step
 from agentrl_plugins.runs.report import write_report
 from agentrl_plugins.runs.rundir import RunDir
 
+from agentrl_verl.config import limited_fraction_key
 from agentrl_verl.episodes import EPISODES_FILE, EpisodeRecord, read_episodes, truncate_episodes
 from agentrl_verl.final_weights import save_final_weights
 
 VERL_METRICS_FILE = "verl_metrics.jsonl"
-CAPPED_KEYS = ("rollout_corr/rollout_is_ratio_fraction_high", "actor/agentrl/capped_fraction")
 ENTROPY_KEY = "actor/agentrl/token_mean_entropy"
 """The recording trainer's entropy figure: the mean over the step's loss tokens, whatever the aggregation."""
 
@@ -53,8 +53,9 @@ def mean(values: Iterable[float]) -> float | None:
     return statistics.fmean(values) if values else None
 
 
-def step_rows(episodes: list[EpisodeRecord], metrics: dict[int, dict[str, Any]]) -> list[StepMetrics]:
+def step_rows(episodes: list[EpisodeRecord], metrics: dict[int, dict[str, Any]], recipe: Recipe) -> list[StepMetrics]:
     """One row per trained step, plus step 0 when the starting policy was evaluated."""
+    limited_key = limited_fraction_key(recipe)
     train, held_out = defaultdict(list), defaultdict(list)
     for episode in episodes:
         if episode.split == "train":
@@ -64,7 +65,7 @@ def step_rows(episodes: list[EpisodeRecord], metrics: dict[int, dict[str, Any]])
     rows = []
     for step in sorted(set(train) | ({0} & set(held_out))):
         batch, evaluated, verl = train.get(step, []), held_out.get(step, []), metrics.get(step, {})
-        capped = next((verl[key] for key in CAPPED_KEYS if key in verl), None)
+        capped = 0.0 if recipe.correction.name == "none" else verl.get(limited_key) if limited_key else None
         rows.append(StepMetrics(
             step=step,
             train_reward=mean(e.reward for e in batch),
@@ -115,7 +116,7 @@ class StepRecorder:
         """Record step ``step`` from verl's metrics ``data``; returns the agentrl figures to log with them."""
         with open(self.verl_metrics_file, "a") as handle:
             handle.write(json.dumps({"step": step, "data": scalars(data)}) + "\n")
-        rows = step_rows(read_episodes(self.episodes_file), verl_metrics(self.verl_metrics_file))
+        rows = step_rows(read_episodes(self.episodes_file), verl_metrics(self.verl_metrics_file), self.recipe)
         row = next((row for row in rows if row.step == step), None)
         if row is None:
             print(f"agentrl: step {step} has no logged episode, so no metrics row (the agent loop logs to "

@@ -19,6 +19,7 @@ from torch import Tensor
 from verl.trainer.ppo.core_algos import compute_policy_loss_vanilla, register_policy_loss
 
 from agentrl_plugins.algorithm import RecipeAlgorithm
+from agentrl_plugins.algorithms.corrections import limited_fraction
 from agentrl_plugins.plugins import get_plugin_manager
 
 from agentrl_verl.names import RAW_RATIO_THRESHOLD, policy_loss_name
@@ -57,6 +58,7 @@ def corrected_policy_loss(correction: str):
         pg_loss, metrics = compute_policy_loss_vanilla(old_log_prob, log_prob, advantages, response_mask,
                                                        loss_agg_mode, config, result.weights)
         metrics.update({f"agentrl/{key}": value for key, value in result.metrics.items()})
+        metrics["agentrl/limited_fraction"] = limited_fraction(result.metrics)
         return pg_loss, metrics
 
     loss.__name__ = policy_loss_name(correction)

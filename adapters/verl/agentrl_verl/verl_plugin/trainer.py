@@ -23,6 +23,7 @@ from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.recipe_schema import Recipe
+from agentrl_plugins.runs.figures import loss_token_mean
 from agentrl_plugins.user_config import changes_table
 
 from agentrl_verl.own_config import reconcile_config, value_at
@@ -59,8 +60,7 @@ def token_mean_entropy(batch: Any) -> float | None:
     except (KeyError, ValueError):
         return None
     padded = DataProto(batch=data.to_padded_tensor()).batch
-    mask = padded["response_mask"].to(padded["entropy"].dtype)
-    return float((padded["entropy"] * mask).sum() / mask.sum().clamp(min=1))
+    return loss_token_mean(padded["entropy"], padded["response_mask"])
 
 
 def start_recorder(config: Any) -> StepRecorder | None:

@@ -1,4 +1,5 @@
-"""The entry-point module: registers each component, and a recipe that uses all four."""
+"""The entry-point module: registers each component and a recipe that uses all four, and brings in the event
+hooks of ``events.py``."""
 
 from pathlib import Path
 
@@ -8,6 +9,7 @@ from agentrl_plugins.components import AdvantageEstimator, Correction, Environme
 from agentrl_example_plugin.advantage import median_baseline
 from agentrl_example_plugin.correction import band_clip
 from agentrl_example_plugin.environment import ArithmeticEnv
+from agentrl_example_plugin.events import agentrl_episode_end, agentrl_step_end  # noqa: F401 (registered with this module)
 from agentrl_example_plugin.verifier import exact_answer
 
 
