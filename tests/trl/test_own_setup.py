@@ -3,6 +3,7 @@ and the agentrl figures in TensorBoard's event files and W&B's offline run files
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import struct
@@ -174,3 +175,13 @@ def test_the_package_exports_what_the_page_documents():
     assert set(agentrl_trl.__all__) >= {"agent_trainer", "AgentGRPOTrainer", "grpo_config", "EpisodeRollout"}
     assert all(getattr(agentrl_trl, name) is not None for name in agentrl_trl.__all__)
     assert "agentrl_trl.build" in (PAGE.parent.parent / "reference" / "api" / "trl.md").read_text()
+
+
+def test_a_model_folder_with_a_tokenizer_of_yours_keeps_your_tokenizer(tmp_path, tokenizer):
+    build_model(tokenizer, seed=0).save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    mine = copy.deepcopy(tokenizer)
+    trainer = agent_trainer(load_recipe("deepswe_grpopp", SMALL, "laptop"), tmp_path / "model", mine,
+                            run_dir=tmp_path / "run")
+    trainer.episode_rollout.service.close()
+    assert trainer.processing_class is mine

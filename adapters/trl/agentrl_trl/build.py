@@ -34,7 +34,8 @@ def agent_trainer(recipe: Recipe | str, model: Any, tokenizer: Any = None, args:
 
     - ``recipe``: a :class:`~agentrl_plugins.recipe_schema.Recipe` (``load_recipe`` takes a profile and
       overrides) or a recipe name or ``.toml`` path.
-    - ``model``: a Hugging Face causal LM, or the folder of one (then ``tokenizer`` may be left out).
+    - ``model``: a Hugging Face causal LM, or the folder of one (then ``tokenizer`` may be left out: the
+      folder's; a ``tokenizer`` you pass is kept).
     - ``args``: your ``GRPOConfig``. The settings the recipe decides are applied to those you left at TRL's
       defaults (a table of them is printed); one you set otherwise is a ``ConfigConflictError`` naming each.
       Without it, TRL's defaults with ``open_settings`` (for example ``output_dir``, ``report_to``).
@@ -48,7 +49,7 @@ def agent_trainer(recipe: Recipe | str, model: Any, tokenizer: Any = None, args:
     if not isinstance(recipe, Recipe):
         recipe = load_recipe(recipe, plugin_manager=manager)
     if not hasattr(model, "config"):
-        model, tokenizer = load_policy(Path(model))
+        model, tokenizer = load_policy(Path(model), tokenizer)
     if tokenizer is None:
         raise AgentRLError("agent_trainer needs the tokenizer that goes with your model (tokenizer=...)")
     if args is None:
@@ -85,13 +86,13 @@ def agent_trainer(recipe: Recipe | str, model: Any, tokenizer: Any = None, args:
     return trainer
 
 
-def load_policy(model_path: Path) -> tuple[Any, Any]:
-    """A local Hugging Face causal LM with a chat template, and its tokenizer."""
+def load_policy(model_path: Path, tokenizer: Any = None) -> tuple[Any, Any]:
+    """A local Hugging Face causal LM and its tokenizer (the folder's, unless you pass one), with a chat template."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if not (model_path / "config.json").exists():
         raise AgentRLError(f"model {model_path}: not a Hugging Face model folder (no config.json)")
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    tokenizer = tokenizer or AutoTokenizer.from_pretrained(model_path)
     if tokenizer.chat_template is None:
         raise AgentRLError(f"model {model_path}: the tokenizer has no chat template; the episode runner needs one")
     if tokenizer.pad_token_id is None:
