@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from agentrl_plugins.adapter import RunOptions
 from agentrl_plugins.compare.command import compare_command
@@ -141,13 +142,13 @@ def recipes_show(
     if as_json:
         _print_json(recipe_to_dict(recipe))
         return
-    console.print(f"[bold]{recipe.name}[/bold]: {recipe.description}")
+    console.print(Text.assemble((recipe.name, "bold"), f": {recipe.description}"))
     rows = _recipe_rows(recipe)
     console.print(_table("settings", ["key", "value", "source"], [[r["key"], r["value"], r["source"]] for r in rows]))
     for choice in recipe.choices:
         options = "; ".join(f"{value}: {who}" for value, who in choice.options.items())
-        console.print(f"[bold]choice[/bold] {choice.key} = {rows_value(rows, choice.key)!r} ({options})"
-                      f"\n  {choice.why}")
+        console.print(Text.assemble(("choice", "bold"), f" {choice.key} = {rows_value(rows, choice.key)!r} ({options})"
+                                    f"\n  {choice.why}"))
 
 
 def recipe_arguments(name: str, values: dict[str, Any], profile: str | None) -> tuple[str, ...]:
@@ -237,5 +238,5 @@ def main() -> None:
     try:
         build_app()()
     except AgentRLError as error:
-        Console(stderr=True).print(f"[bold red]error:[/bold red] {error}", markup=True, highlight=False)
+        Console(stderr=True).print(Text.assemble(("error:", "bold red"), f" {error}"), highlight=False)
         sys.exit(2)

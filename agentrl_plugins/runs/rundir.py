@@ -6,6 +6,7 @@ import datetime
 import functools
 import importlib.metadata
 import json
+import os
 import platform
 import tomllib
 from dataclasses import dataclass
@@ -117,11 +118,24 @@ class RunDir:
             handle.write(json.dumps(row.to_dict()) + "\n")
 
     def read_metrics(self) -> list[StepMetrics]:
+        """The rows of ``metrics.jsonl``. A torn last line (a kill during its append) is left out: that step
+        had no checkpoint yet, so a resume runs it again. A bad line before the last is an error."""
         if not self.metrics_file.exists():
             return []
-        return [StepMetrics.from_dict(json.loads(line)) for line in self.metrics_file.read_text().splitlines() if line]
+        lines = [line for line in self.metrics_file.read_text().splitlines() if line]
+        rows = []
+        for number, line in enumerate(lines, 1):
+            try:
+                rows.append(StepMetrics.from_dict(json.loads(line)))
+            except (ValueError, KeyError, TypeError) as error:
+                if number < len(lines):
+                    raise AgentRLError(f"{self.metrics_file}, line {number}: not a metrics row ({error})") from None
+        return rows
 
     def truncate_metrics(self, last_step: int) -> None:
-        """Drop rows after ``last_step`` (steps that ran after the checkpoint a resume starts from)."""
+        """Drop rows after ``last_step`` (steps that ran after the checkpoint a resume starts from), and a torn
+        last line; atomically (a new file renamed over the old), so a kill meanwhile loses no row."""
         kept = [row for row in self.read_metrics() if row.step <= last_step]
-        self.metrics_file.write_text("".join(json.dumps(row.to_dict()) + "\n" for row in kept))
+        partial = self.metrics_file.with_name(self.metrics_file.name + ".partial")
+        partial.write_text("".join(json.dumps(row.to_dict()) + "\n" for row in kept))
+        os.replace(partial, self.metrics_file)

@@ -49,12 +49,20 @@ def test_recipes_list_and_show():
     (["recipes", "show", "grpo", "--framework", "verll"], "Did you mean 'verl'"),
     (["recipes", "show", "grpo", "-o", "loss.clip=0.3"], "Did you mean 'loss.clip_c'"),
     (["run", "deepswe_grpopp", "--advantage", "rlooo"], "unknown advantage 'rlooo'. Did you mean 'rloo'"),
+    (["recipes", "show", "[/x]"], "unknown recipe '[/x]'"),  # printed as plain text, never as markup
 ])
 def test_errors_are_specific_and_exit_2(args, expected):
     result = agentrl(*args)
     assert result.returncode == 2
     assert expected in " ".join(result.stderr.split())
     assert "Traceback" not in result.stderr
+
+
+def test_an_error_with_brackets_reaches_the_terminal_as_written(tmp_path):
+    recipe = tmp_path / "bad.toml"
+    recipe.write_text('name = "bad"\nextends = "grpo"\nloss = 3\n')
+    result = agentrl("recipes", "show", str(recipe))
+    assert result.returncode == 2 and "bad: [loss] must be a table, got 3" in result.stderr
 
 
 def test_run_without_the_adapter_names_the_distribution(monkeypatch):

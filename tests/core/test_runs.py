@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.plugins import PluginManager
 from agentrl_plugins.recipe import load_recipe
 from agentrl_plugins.runs.evaluate import summarize
@@ -64,3 +67,20 @@ def test_summarize_counts_honest_passes_and_hacked():
 
 def test_a_frameworks_missing_or_nan_figure_is_no_figure():
     assert [finite(v) for v in (None, float("nan"), float("inf"), 2, "0.5")] == [None, None, None, 2.0, 0.5]
+
+
+def test_a_torn_last_row_is_left_out_and_a_bad_earlier_one_is_an_error(tmp_path):
+    run = RunDir(tmp_path / "run")
+    run.create(load_recipe("deepswe_grpopp", plugin_manager=MANAGER), "trl")
+    for step in range(1, 4):
+        run.append_metrics(row(step))
+    text = run.metrics_file.read_text()
+    run.metrics_file.write_text(text[:-40])  # a kill during the last append
+    assert [r.step for r in run.read_metrics()] == [1, 2]
+    run.truncate_metrics(5)
+    assert run.metrics_file.read_text() == "".join(text.splitlines(keepends=True)[:2])
+    assert [path.name for path in run.path.iterdir() if "metrics" in path.name] == ["metrics.jsonl"]
+    lines = text.splitlines()
+    run.metrics_file.write_text("\n".join([lines[0], lines[1][:30], lines[2]]) + "\n")
+    with pytest.raises(AgentRLError, match=r"metrics.jsonl, line 2: not a metrics row"):
+        run.read_metrics()

@@ -185,8 +185,16 @@ def test_resume_after_an_interruption_matches_an_uninterrupted_run(tmp_path, tok
     with pytest.raises(SystemExit):
         runner.run(recipe, RunOptions(run_dir=tmp_path / "cut"))
     # step 2 ran and was recorded, but interrupted before its checkpoint: the resume drops its row and reruns it
-    assert [r.step for r in RunDir(tmp_path / "cut").read_metrics()] == [0, 1, 2]
-    assert runner.latest_checkpoint(RunDir(tmp_path / "cut")).name == "checkpoint-1"
+    cut = RunDir(tmp_path / "cut")
+    assert [r.step for r in cut.read_metrics()] == [0, 1, 2]
+    assert runner.latest_checkpoint(cut).name == "checkpoint-1"
+    # what a kill -9 leaves on top: step 2's checkpoint half-written (no trainer state), its row torn in half
+    (cut.checkpoints / "checkpoint-2").mkdir()
+    (cut.checkpoints / "checkpoint-2" / "model.safetensors").write_bytes(b"\0" * 64)
+    rows = cut.metrics_file.read_text()
+    cut.metrics_file.write_text(rows[:len(rows) - len(rows.splitlines()[-1]) // 2 - 1])
+    assert [r.step for r in cut.read_metrics()] == [0, 1]
+    assert runner.latest_checkpoint(cut).name == "checkpoint-1"
     monkeypatch.setattr(runner, "agent_trainer", build)
     runner.run(recipe, RunOptions(resume=tmp_path / "cut"))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from transformers.trainer import TRAINER_STATE_NAME
 
 from agentrl_plugins.adapter import RunOptions
 from agentrl_plugins.errors import AgentRLError
@@ -30,12 +32,24 @@ def save_final_weights(trainer: Any, tokenizer: Any, folder: Path) -> None:
     tokenizer.save_pretrained(str(folder))
 
 
+def complete(checkpoint: Path) -> bool:
+    """Whether transformers finished writing ``checkpoint``: its trainer state, written last, reads back."""
+    try:
+        json.loads((checkpoint / TRAINER_STATE_NAME).read_text())
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 def latest_checkpoint(run: RunDir) -> Path:
-    steps = [(int(m.group(1)), p) for p in run.checkpoints.glob("checkpoint-*")
-             if (m := re.fullmatch(r"checkpoint-(\d+)", p.name))]
-    if not steps:
-        raise AgentRLError(f"{run.path} has no checkpoint yet: start the run again instead of resuming it")
-    return max(steps)[1]
+    """The newest complete checkpoint; a newer one a kill left half-written is named and passed over."""
+    steps = sorted(((int(m.group(1)), p) for p in run.checkpoints.glob("checkpoint-*")
+                    if (m := re.fullmatch(r"checkpoint-(\d+)", p.name))), reverse=True)
+    for _, checkpoint in steps:
+        if complete(checkpoint):
+            return checkpoint
+        print(f"passing over {checkpoint}: incomplete (the run stopped while writing it)", file=sys.stderr)
+    raise AgentRLError(f"{run.path} has no complete checkpoint yet: start the run again instead of resuming it")
 
 
 def run(recipe: Recipe, options: RunOptions) -> Path:
