@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import tomllib
 import typing
 from pathlib import Path
-from typing import Any, Iterable, Literal, Union, get_args, get_origin
+from typing import Any, Callable, Iterable, Literal, Union, get_args, get_origin
 
 from agentrl_plugins.errors import RecipeError, did_you_mean
 from agentrl_plugins.recipe_schema import REQUIRED_COMPONENTS, SECTIONS, TOP_LEVEL_KEYS, Choice, Recipe
@@ -139,7 +140,55 @@ def _typed(value: Any, annotation: Any, key: str, origin: str) -> Any:
     return value
 
 
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def _at_least_one(value: Any) -> bool:
+    return value >= 1
+
+
+RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "loss.norm_constant": (lambda v: v is None or v >= 1, "at least 1 (or unset)"),
+    "loss.clip_low": (lambda v: _finite(v) and 0 <= v < 1, "in [0, 1)"),
+    "loss.clip_high": (lambda v: _finite(v) and v >= 0, "finite and >= 0"),
+    "loss.clip_c": (lambda v: v is None or (_finite(v) and v > 1), "finite and > 1 (or unset)"),
+    "loss.kl_coef": (lambda v: _finite(v) and v >= 0, "finite and >= 0"),
+    "loss.entropy_coef": (_finite, "finite"),
+    "correction.cap": (lambda v: _finite(v) and v > 0, "finite and > 0"),
+    "correction.low": (lambda v: _finite(v) and v > 0, "finite and > 0"),
+    "correction.high": (_finite, "finite"),
+    "rollout.tasks_per_step": (_at_least_one, "at least 1"),
+    "rollout.temperature": (lambda v: _finite(v) and v >= 0, "finite and >= 0"),
+    "rollout.top_p": (lambda v: _finite(v) and 0 < v <= 1, "in (0, 1]"),
+    "rollout.top_k": (lambda v: v == -1 or v >= 1, "-1 (off) or at least 1"),
+    "rollout.max_turns": (_at_least_one, "at least 1"),
+    "rollout.max_new_tokens_per_turn": (_at_least_one, "at least 1"),
+    "rollout.max_context_tokens": (_at_least_one, "at least 1"),
+    "rollout.timeout_s": (lambda v: _finite(v) and v > 0, "finite and > 0"),
+    "optim.lr": (lambda v: _finite(v) and v > 0, "finite and > 0"),
+    "optim.weight_decay": (lambda v: _finite(v) and v >= 0, "finite and >= 0"),
+    "optim.max_grad_norm": (lambda v: _finite(v) and v > 0, "finite and > 0"),
+    "optim.updates_per_step": (_at_least_one, "at least 1"),
+    "train.steps": (_at_least_one, "at least 1"),
+    "train.eval_every": (_at_least_one, "at least 1"),
+    "train.eval_episodes_per_task": (_at_least_one, "at least 1"),
+}
+"""The allowed range of each numeric recipe key (checked when a recipe is built), and how to say it."""
+
+
+def _check_ranges(recipe: Recipe, origin: str) -> None:
+    for key, (allowed, wanted) in RANGES.items():
+        value = get_value(recipe, key, origin)
+        if not allowed(value):
+            raise RecipeError(f"{origin}: {key} must be {wanted}, got {value!r}")
+    if recipe.correction.low > recipe.correction.high:
+        raise RecipeError(f"{origin}: correction.low must not exceed correction.high, got "
+                          f"{recipe.correction.low!r} and {recipe.correction.high!r}")
+
+
 def _check_semantics(recipe: Recipe, origin: str) -> None:
+    _check_ranges(recipe, origin)
     for reason in recipe.filtering.reasons:
         if reason not in TERMINATION_REASONS:
             raise RecipeError(f"{origin}: 'filtering.reasons' has unknown reason {reason!r}."
@@ -190,6 +239,8 @@ def parse_overrides(items: Iterable[str]) -> dict[str, Any]:
         key, sep, text = item.partition("=")
         if not sep or not key.strip():
             raise RecipeError(f"override {item!r} is not KEY=VALUE (for example -o loss.clip_high=0.3)")
+        if "\n" in text or "\r" in text:
+            raise RecipeError(f"override {key.strip()!r}: the value must be one TOML value on one line, got {text!r}")
         try:
             value = tomllib.loads(f"v = {text}")["v"]
         except tomllib.TOMLDecodeError:

@@ -147,3 +147,28 @@ def test_a_recipe_for_another_environment_does_not_inherit_its_parents_profiles(
                                         '[loss]\nclip_high = 0.3\n')
     assert load(str(tmp_path / "other.toml")).profiles == {}
     assert load(str(tmp_path / "same.toml")).profiles.keys() == load("grpo").profiles.keys() == {"laptop"}
+
+
+@pytest.mark.parametrize("override, message", [
+    ("optim.lr=nan", "optim.lr must be finite and > 0, got nan"),
+    ("optim.lr=0", "optim.lr must be finite and > 0, got 0"),
+    ("train.eval_every=0", "train.eval_every must be at least 1, got 0"),
+    ("train.steps=-1", "train.steps must be at least 1, got -1"),
+    ("rollout.tasks_per_step=0", "rollout.tasks_per_step must be at least 1, got 0"),
+    ("rollout.top_p=0", "rollout.top_p must be in (0, 1], got 0"),
+    ("rollout.temperature=-0.5", "rollout.temperature must be finite and >= 0, got -0.5"),
+    ("rollout.timeout_s=inf", "rollout.timeout_s must be finite and > 0, got inf"),
+    ("loss.clip_low=1.0", "loss.clip_low must be in [0, 1), got 1.0"),
+    ("loss.clip_c=1.0", "loss.clip_c must be finite and > 1 (or unset), got 1.0"),
+    ("correction.low=3.0", "correction.low must not exceed correction.high, got 3.0 and 2.0"),
+])
+def test_an_out_of_range_value_names_the_key_its_range_and_the_value(override, message):
+    with pytest.raises(RecipeError) as error:
+        load_recipe("grpo", parse_overrides([override, "correction.high=2.0"] if "correction" in override
+                                            else [override]))
+    assert message in str(error.value)
+
+
+def test_an_override_is_one_toml_value():
+    with pytest.raises(RecipeError, match="one TOML value on one line"):
+        parse_overrides(["loss.clip_high=0.3\n[train]\nsteps = 1"])
