@@ -230,7 +230,7 @@ def build_app(manager: PluginManager | None = None) -> typer.Typer:
     app.add_typer(recipes_app, name="recipes")
     app.command("run")(run_command)
     app.command("compare")(compare_command)
-    (manager or get_plugin_manager()).hook.agentrl_register_commands(cli=app)
+    (manager or get_plugin_manager()).call_each("agentrl_register_commands", cli=app)
     return app
 
 

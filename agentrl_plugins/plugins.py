@@ -9,8 +9,11 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.metadata
+import inspect
 import os
+import sys
 import traceback
+import types
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -24,6 +27,8 @@ ENTRY_POINT_GROUP = "agentrl"
 ALLOW_ENV = "AGENTRL_PLUGINS"
 BLOCK_ENV = "AGENTRL_DISABLE_PLUGINS"
 CORE_DISTRIBUTION = "agentrl-plugins"
+EVENT_HOOKS = ("agentrl_episode_end", "agentrl_step_end")
+"""Hooks that watch a run: an implementation that raises is reported once and disabled; the run goes on."""
 DEFAULT_PLUGINS = (
     "agentrl_plugins.default_plugins.advantages",
     "agentrl_plugins.default_plugins.corrections",
@@ -111,7 +116,15 @@ class PluginManager(pluggy.PluginManager):
             self.load_entry_points()
 
     def add_plugin(self, plugin: Any, name: str, distribution: str, version: str = "", entry_point: str = "") -> bool:
-        """Register ``plugin`` after validating its hooks; a failure marks it broken and returns False."""
+        """Register ``plugin`` after validating its hooks; a failure marks it broken and returns False. Its
+        event hooks are registered watched (:meth:`_watched`)."""
+        asynchronous = [attr for attr in dir(plugin) if self.parse_hookimpl_opts(plugin, attr) is not None
+                        and inspect.iscoroutinefunction(getattr(plugin, attr))]
+        if asynchronous:
+            return self._mark_broken(name, distribution, version, entry_point, "; ".join(
+                f"{hook} is async; agentrl calls its hooks as plain functions (drop the async)"
+                for hook in asynchronous))
+        plugin = self._with_watched_events(plugin, name)
         try:
             self.register(plugin, name=name)
         except (pluggy.PluginValidationError, ValueError) as error:
@@ -126,9 +139,62 @@ class PluginManager(pluggy.PluginManager):
         self._registries = None
         return True
 
+    def _with_watched_events(self, plugin: Any, name: str) -> Any:
+        """``plugin`` itself, or, when it implements an event hook, a namespace of its hook implementations
+        with each event hook watched."""
+        impls = {attr: opts for attr in dir(plugin) if (opts := self.parse_hookimpl_opts(plugin, attr)) is not None}
+        events = {attr for attr, opts in impls.items() if (opts.get("specname") or attr) in EVENT_HOOKS}
+        if not events:
+            return plugin
+        return types.SimpleNamespace(__name__=getattr(plugin, "__name__", name), **{
+            attr: self._watched(name, impls[attr].get("specname") or attr, getattr(plugin, attr))
+            if attr in events else getattr(plugin, attr) for attr in impls})
+
+    def _watched(self, plugin: str, hook: str, function: Any) -> Any:
+        """``function`` (an event hook of ``plugin``) that, on its first exception, is reported on stderr,
+        marks the plugin broken and does nothing after; the run goes on."""
+        failed = False
+
+        @functools.wraps(function)
+        def watched(*args: Any, **kwargs: Any) -> Any:
+            nonlocal failed
+            if failed:
+                return None
+            try:
+                return function(*args, **kwargs)
+            except Exception as error:
+                failed = True
+                info = self.infos[plugin]
+                self._mark_broken(plugin, info.distribution, info.version, info.entry_point,
+                                  f"{hook} raised {error!r}; disabled for the rest of the run")
+                print(f"agentrl: plugin {plugin!r} ({info.distribution}): {hook} raised {error!r}; it is disabled "
+                      "for the rest of this run, which goes on", file=sys.stderr)
+                return None
+
+        return watched
+
     def _mark_broken(self, name: str, distribution: str, version: str, entry_point: str, error: str) -> bool:
         self.infos[name] = PluginInfo(name, distribution, version, "broken", entry_point, error)
         return False
+
+    def call_each(self, hook: str, **kwargs: Any) -> None:
+        """Call every implementation of ``hook`` on its own: one that raises marks its plugin broken (with its
+        hooks unregistered) and the others still run. Ctrl-C still stops the program."""
+        for impl in list(getattr(self.hook, hook).get_hookimpls()):
+            try:
+                impl.function(**{name: kwargs[name] for name in impl.argnames})
+            except BaseException as error:
+                if isinstance(error, KeyboardInterrupt):
+                    raise
+                self._drop(impl.plugin_name, f"{hook} failed: {error!r}")
+
+    def _drop(self, name: str, error: str) -> None:
+        """Mark plugin ``name`` broken and unregister it, so none of its other hooks runs."""
+        info = self.infos[name]
+        self._mark_broken(name, info.distribution, info.version, info.entry_point, error)
+        if self.has_plugin(name):
+            self.unregister(name=name)
+        self._registries = None
 
     def load_entry_points(self, group: str = ENTRY_POINT_GROUP) -> None:
         """Import every allowed entry point of ``group``; import errors are recorded, not raised."""
@@ -140,15 +206,23 @@ class PluginManager(pluggy.PluginManager):
             if entry_point.name in blocked or (allowed is not None and entry_point.name not in allowed):
                 self.infos[entry_point.name] = PluginInfo(entry_point.name, distribution, version, "disabled", label)
                 continue
-            if self.has_plugin(entry_point.name):
-                continue
+            name = entry_point.name
+            if self.has_plugin(name):
+                if self.infos[name].distribution == distribution:
+                    continue
+                name = f"{entry_point.name}@{distribution}"
+                label += f" (the name {entry_point.name!r} is also {self.infos[entry_point.name].distribution}'s)"
+                print(f"agentrl: entry point {entry_point.name!r} of {distribution} has the name of "
+                      f"{self.infos[entry_point.name].distribution}'s; both are loaded, this one as {name!r}",
+                      file=sys.stderr)
             try:
                 plugin = entry_point.load()
-            except Exception:
-                error = traceback.format_exc(limit=-3).strip()
-                self._mark_broken(entry_point.name, distribution, version, label, error)
+            except BaseException as error:
+                if isinstance(error, KeyboardInterrupt):
+                    raise
+                self._mark_broken(name, distribution, version, label, traceback.format_exc(limit=-3).strip())
                 continue
-            self.add_plugin(plugin, entry_point.name, distribution, version, label)
+            self.add_plugin(plugin, name, distribution, version, label)
 
     def registry(self, kind: str) -> Registry:
         """All components of ``kind`` (one of :data:`~agentrl_plugins.components.KINDS`)."""
@@ -172,13 +246,13 @@ class PluginManager(pluggy.PluginManager):
                 records = collected.setdefault(impl.plugin_name, [])
                 try:
                     impl.function(register=functools.partial(_collect_record, records, record_type))
-                except Exception as error:
-                    info = self.infos[impl.plugin_name]
-                    self._mark_broken(info.name, info.distribution, info.version, info.entry_point,
-                                      f"{record_type.hook} failed, so none of its components is registered: "
-                                      f"{error!r}")
+                except BaseException as error:
+                    if isinstance(error, KeyboardInterrupt):
+                        raise
                     failed.add(impl.plugin_name)
                     collected.pop(impl.plugin_name)
+                    self._drop(impl.plugin_name, f"{record_type.hook} failed, so none of its components is "
+                                                 f"registered and none of its hooks runs: {error!r}")
         registries = {kind: Registry(kind) for kind in KINDS}
         for plugin, records in collected.items():
             info = self.infos[plugin]

@@ -221,3 +221,75 @@ def test_environment_options_reach_the_factory_and_unknown_ones_are_named():
         build_environment(EnvironmentSection("toy", options={"sise": 3}), manager)
     recipe = load_recipe("grpo", parse_overrides(["environment.options={renamed_variants=2}"]), plugin_manager=manager)
     assert recipe.environment.options == {"renamed_variants": 2}
+
+
+ISOLATION = {
+    "exits": "raise SystemExit(3)\n",
+    "halfway": """
+        from agentrl_plugins import hookimpl
+
+        @hookimpl
+        def agentrl_register_verifiers(register):
+            raise RuntimeError("no verifier table")
+
+        @hookimpl
+        def agentrl_step_end(step, metrics):
+            raise AssertionError("a broken plugin's other hooks must not run")
+    """,
+    "asynchronous": """
+        from agentrl_plugins import hookimpl
+
+        @hookimpl
+        async def agentrl_step_end(step, metrics):
+            pass
+    """,
+    "monitor": """
+        from agentrl_plugins import hookimpl
+
+        CALLS = []
+
+        @hookimpl
+        def agentrl_step_end(step, metrics):
+            CALLS.append(step)
+            raise ValueError("dashboard down")
+    """,
+    "commands": """
+        from agentrl_plugins import hookimpl
+
+        @hookimpl
+        def agentrl_register_commands(cli):
+            raise RuntimeError("no commands today")
+    """,
+    "good": EXTRA_ESTIMATOR,
+}
+
+
+def test_a_plugin_failing_anyhow_is_isolated_reported_and_the_rest_works(fake_distribution, capsys):
+    fake_distribution("fake-hostile", ISOLATION)
+    manager = PluginManager()
+    infos = {info.name: info for info in manager.plugin_table()}
+    assert infos["exits"].status == "broken" and "SystemExit: 3" in infos["exits"].error
+    assert infos["halfway"].status == "broken" and not manager.has_plugin("halfway")
+    assert infos["asynchronous"].status == "broken" and "is async" in infos["asynchronous"].error
+    assert "zero" in manager.registry("advantage")
+    for step in (1, 2):
+        manager.hook.agentrl_step_end(step=step, metrics={})  # the monitor raises once, then is disabled
+    monitor = __import__("fake_hostile_monitor")
+    assert monitor.CALLS == [1]
+    assert {info.name: info for info in manager.plugin_table()}["monitor"].status == "broken"
+    assert capsys.readouterr().err.count("agentrl_step_end raised ValueError('dashboard down')") == 1
+    from agentrl_plugins.cli import build_app
+
+    app = build_app(manager)  # a failing command hook leaves the CLI working
+    assert {command.name for command in app.registered_commands} >= {"plugins", "run"}
+    assert {info.name: info for info in manager.plugin_table()}["commands"].status == "broken"
+
+
+def test_an_entry_point_named_like_another_distributions_keeps_both(fake_distribution, capsys):
+    fake_distribution("fake-first", {"same": EXTRA_ESTIMATOR})
+    fake_distribution("fake-second", {"same": EXTRA_ESTIMATOR.replace('"zero"', '"nought"')})
+    manager = PluginManager()
+    assert {"zero", "nought"} <= set(manager.registry("advantage").names())
+    names = {info.name: info.distribution for info in manager.plugin_table() if info.name.startswith("same")}
+    assert len(names) == 2 and set(names.values()) == {"fake-first", "fake-second"}
+    assert "has the name of" in capsys.readouterr().err
