@@ -18,11 +18,18 @@ _MISSING = object()
 
 
 def read_toml(path: Path) -> dict[str, Any]:
+    """A recipe file's table; a file that cannot be read or parsed is a :class:`RecipeError` saying why."""
     try:
         with open(path, "rb") as handle:
             return tomllib.load(handle)
     except tomllib.TOMLDecodeError as error:
         raise RecipeError(f"{path}: not valid TOML: {error}") from None
+    except UnicodeDecodeError as error:
+        raise RecipeError(f"{path}: not a text file (TOML is UTF-8): {error.reason} at byte {error.start}") from None
+    except RecursionError:
+        raise RecipeError(f"{path}: nested too deeply to be a recipe") from None
+    except OSError as error:
+        raise RecipeError(f"{path}: cannot read it: {error.strerror or error}") from None
 
 
 def resolve_raw(name_or_path: str, find: typing.Callable[[str], Path], _seen: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -32,15 +39,16 @@ def resolve_raw(name_or_path: str, find: typing.Callable[[str], Path], _seen: tu
     were tuned for the parent's environment, whose options they may set.
     """
     path = Path(name_or_path) if name_or_path.endswith(".toml") else find(name_or_path)
+    seen = _seen + (str(path.resolve()),)
+    if seen[-1] in _seen:
+        raise RecipeError(f"{path}: recipe extends itself through {' -> '.join(seen)}")
     raw = read_toml(path)
     parent = raw.get("extends")
     if parent is None:
         return raw
     if not isinstance(parent, str):
         raise RecipeError(f"{path}: 'extends' must be a recipe name, got {parent!r}")
-    if parent in _seen + (raw.get("name"),):
-        raise RecipeError(f"{path}: recipe extends itself through {' -> '.join(_seen + (parent,))}")
-    base = resolve_raw(parent, find, _seen + (raw.get("name", str(path)),))
+    base = resolve_raw(parent, find, seen)
     if _environment_name(raw) not in (None, _environment_name(base)):
         base.pop("profiles", None)
     return _deep_merge(base, raw)

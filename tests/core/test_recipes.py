@@ -172,3 +172,25 @@ def test_an_out_of_range_value_names_the_key_its_range_and_the_value(override, m
 def test_an_override_is_one_toml_value():
     with pytest.raises(RecipeError, match="one TOML value on one line"):
         parse_overrides(["loss.clip_high=0.3\n[train]\nsteps = 1"])
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda path: path.write_bytes(b"\x00\x01\xff"), "not a text file (TOML is UTF-8)"),
+    (lambda path: path.mkdir(), "cannot read it: Is a directory"),
+    (lambda path: None, "cannot read it: No such file or directory"),
+    (lambda path: path.write_text("x = " + "[" * 2000 + "]" * 2000 + "\n"), "nested too deeply"),
+])
+def test_a_recipe_file_that_cannot_be_read_is_an_error_not_a_traceback(tmp_path, make, message):
+    path = tmp_path / "bad.toml"
+    make(path)
+    with pytest.raises(RecipeError) as error:
+        load_recipe(str(path))
+    assert str(error.value).startswith(f"{path}: ") and message in str(error.value)
+
+
+def test_an_extends_cycle_through_file_paths_is_named(tmp_path):
+    first, second = tmp_path / "first.toml", tmp_path / "second.toml"
+    first.write_text(f'name = "first"\ndescription = "x"\nextends = "{second}"\n')
+    second.write_text(f'name = "second"\ndescription = "x"\nextends = "{first}"\n')
+    with pytest.raises(RecipeError, match="recipe extends itself through .*first.toml -> .*second.toml -> .*first"):
+        load_recipe(str(first))
