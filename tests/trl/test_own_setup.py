@@ -9,7 +9,9 @@ import re
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from trl import GRPOConfig
@@ -45,36 +47,44 @@ def tensorboard_scalars(folder: Path) -> dict[str, dict[int, float]]:
     return scalars
 
 
-def wandb_scalars(folder: Path) -> dict[str, dict[int, float]]:
-    """Every history value in the offline W&B run files under ``folder``: key -> TRL's global step -> value.
-
-    A ``.wandb`` file is a LevelDB-style log (a 7-byte ``:W&B`` header, 32 KiB blocks of chunks with a
-    7-byte header: checksum, length, type 1 full / 2 first / 3 middle / 4 last) of protobuf ``Record``s.
-    """
+def wandb_records(path: Path) -> list[Any]:
+    """The protobuf ``Record``s of one ``.wandb`` file: a LevelDB-style log (a 7-byte ``:W&B`` header, 32 KiB
+    blocks of chunks, each with a 7-byte header: checksum, length, type 1 full / 2 first / 3 middle / 4 last)."""
     from wandb.proto import wandb_internal_pb2
 
+    data = path.read_bytes()
+    assert data[:4] == b":W&B", path
+    position, chunks, records = 7, [], []
+    while position + 7 <= len(data):
+        if 32768 - position % 32768 < 7:
+            position += 32768 - position % 32768
+            continue
+        _, length, kind = struct.unpack("<IHB", data[position:position + 7])
+        chunks.append(data[position + 7:position + 7 + length])
+        position += 7 + length
+        if kind in (1, 4):
+            records.append(wandb_internal_pb2.Record.FromString(b"".join(chunks)))
+            chunks = []
+    return records
+
+
+def wandb_scalars(folder: Path, timeout_s: float = 60.0) -> dict[str, dict[int, float]]:
+    """Every history value of the offline W&B run under ``folder``: key -> TRL's global step -> value. W&B's
+    service writes the file after ``wandb.finish()`` returns: this waits for the run's exit record."""
+    deadline = time.monotonic() + timeout_s
+    (path,) = folder.glob("offline-run-*/run-*.wandb")
+    records = wandb_records(path)
+    while not any(record.WhichOneof("record_type") == "exit" for record in records):
+        assert time.monotonic() < deadline, f"{path} has no exit record after {timeout_s} s"
+        time.sleep(0.5)
+        records = wandb_records(path)
     scalars: dict[str, dict[int, float]] = {}
-    for path in folder.rglob("*.wandb"):
-        data = path.read_bytes()
-        assert data[:4] == b":W&B", path
-        position, chunks = 7, []
-        while position + 7 <= len(data):
-            if 32768 - position % 32768 < 7:
-                position += 32768 - position % 32768
-                continue
-            _, length, kind = struct.unpack("<IHB", data[position:position + 7])
-            chunks.append(data[position + 7:position + 7 + length])
-            position += 7 + length
-            if kind in (1, 4):
-                record = wandb_internal_pb2.Record()
-                record.ParseFromString(b"".join(chunks))
-                chunks = []
-                if record.WhichOneof("record_type") == "history":
-                    row = {item.key or "/".join(item.nested_key): json.loads(item.value_json)
-                           for item in record.history.item}
-                    for key, value in row.items():
-                        if isinstance(value, (int, float)) and "train/global_step" in row:
-                            scalars.setdefault(key, {})[int(row["train/global_step"])] = value
+    for record in records:
+        if record.WhichOneof("record_type") == "history":
+            row = {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item}
+            for key, value in row.items():
+                if isinstance(value, (int, float)) and "train/global_step" in row:
+                    scalars.setdefault(key, {})[int(row["train/global_step"])] = value
     return scalars
 
 
