@@ -11,9 +11,10 @@ import torch
 
 from agentrl_plugins.algorithm import RecipeAlgorithm
 from agentrl_plugins.algorithms.corrections import limited_fraction
+from agentrl_plugins.algorithms.policy_loss import clip_binds
 from agentrl_plugins.compare.batch import ParityBatch, ParityResult
 from agentrl_plugins.recipe_schema import Recipe
-from agentrl_plugins.runs.figures import clip_binds, loss_token_mean
+from agentrl_plugins.runs.figures import loss_token_mean
 
 
 def reference(recipe: Recipe, batch: ParityBatch, plugin_manager=None) -> ParityResult:

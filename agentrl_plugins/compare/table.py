@@ -116,8 +116,11 @@ def _rows(result: ParityResult, ref: ParityResult, held_to: str) -> list[ParityR
 
 def _sizes(a: ParityResult, b: ParityResult) -> dict[str, float]:
     sizes = {name: max_abs_diff(read(a), read(b)) for name, (read, _) in QUANTITIES.items()}
-    return sizes | {FIGURE_PREFIX + name: max_abs_diff(_figure(a, name), _figure(b, name)) for name in FIGURES
-                    if _figure(a, name) is not None and _figure(b, name) is not None}
+    for name in FIGURES:
+        value, other = _figure(a, name), _figure(b, name)
+        if value is not None and other is not None:
+            sizes[FIGURE_PREFIX + name] = max_abs_diff(value, other)
+    return sizes
 
 
 def parity_table(recipe: Recipe, batch: ParityBatch, results: Sequence[ParityResult],
