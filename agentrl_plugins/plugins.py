@@ -118,13 +118,13 @@ class PluginManager(pluggy.PluginManager):
     def add_plugin(self, plugin: Any, name: str, distribution: str, version: str = "", entry_point: str = "") -> bool:
         """Register ``plugin`` after validating its hooks; a failure marks it broken and returns False. Its
         event hooks are registered watched (:meth:`_watched`)."""
-        asynchronous = [attr for attr in dir(plugin) if self.parse_hookimpl_opts(plugin, attr) is not None
-                        and inspect.iscoroutinefunction(getattr(plugin, attr))]
+        impls = {attr: opts for attr in dir(plugin) if (opts := self.parse_hookimpl_opts(plugin, attr)) is not None}
+        asynchronous = [attr for attr in impls if inspect.iscoroutinefunction(getattr(plugin, attr))]
         if asynchronous:
             return self._mark_broken(name, distribution, version, entry_point, "; ".join(
                 f"{hook} is async; agentrl calls its hooks as plain functions (drop the async)"
                 for hook in asynchronous))
-        plugin = self._with_watched_events(plugin, name)
+        plugin = self._with_watched_events(plugin, name, impls)
         try:
             self.register(plugin, name=name)
         except (pluggy.PluginValidationError, ValueError) as error:
@@ -139,10 +139,9 @@ class PluginManager(pluggy.PluginManager):
         self._registries = None
         return True
 
-    def _with_watched_events(self, plugin: Any, name: str) -> Any:
+    def _with_watched_events(self, plugin: Any, name: str, impls: dict[str, Any]) -> Any:
         """``plugin`` itself, or, when it implements an event hook, a namespace of its hook implementations
-        with each event hook watched."""
-        impls = {attr: opts for attr in dir(plugin) if (opts := self.parse_hookimpl_opts(plugin, attr)) is not None}
+        (``impls``: attribute -> hookimpl options) with each event hook watched."""
         events = {attr for attr, opts in impls.items() if (opts.get("specname") or attr) in EVENT_HOOKS}
         if not events:
             return plugin
@@ -164,9 +163,7 @@ class PluginManager(pluggy.PluginManager):
                 return function(*args, **kwargs)
             except Exception as error:
                 failed = True
-                info = self.infos[plugin]
-                self._mark_broken(plugin, info.distribution, info.version, info.entry_point,
-                                  f"{hook} raised {error!r}; disabled for the rest of the run")
+                info = self._mark_broken_again(plugin, f"{hook} raised {error!r}; disabled for the rest of the run")
                 print(f"agentrl: plugin {plugin!r} ({info.distribution}): {hook} raised {error!r}; it is disabled "
                       "for the rest of this run, which goes on", file=sys.stderr)
                 return None
@@ -177,21 +174,24 @@ class PluginManager(pluggy.PluginManager):
         self.infos[name] = PluginInfo(name, distribution, version, "broken", entry_point, error)
         return False
 
+    def _mark_broken_again(self, name: str, error: str) -> PluginInfo:
+        """Mark the loaded plugin ``name`` broken with ``error``; returns its new record."""
+        info = self.infos[name]
+        self._mark_broken(name, info.distribution, info.version, info.entry_point, error)
+        return self.infos[name]
+
     def call_each(self, hook: str, **kwargs: Any) -> None:
-        """Call every implementation of ``hook`` on its own: one that raises marks its plugin broken (with its
-        hooks unregistered) and the others still run. Ctrl-C still stops the program."""
+        """Call every implementation of ``hook`` on its own: one that raises (or exits) marks its plugin broken
+        (with its hooks unregistered) and the others still run. Ctrl-C still stops the program."""
         for impl in list(getattr(self.hook, hook).get_hookimpls()):
             try:
                 impl.function(**{name: kwargs[name] for name in impl.argnames})
-            except BaseException as error:
-                if isinstance(error, KeyboardInterrupt):
-                    raise
+            except (Exception, SystemExit) as error:
                 self._drop(impl.plugin_name, f"{hook} failed: {error!r}")
 
     def _drop(self, name: str, error: str) -> None:
         """Mark plugin ``name`` broken and unregister it, so none of its other hooks runs."""
-        info = self.infos[name]
-        self._mark_broken(name, info.distribution, info.version, info.entry_point, error)
+        self._mark_broken_again(name, error)
         if self.has_plugin(name):
             self.unregister(name=name)
         self._registries = None
@@ -217,9 +217,7 @@ class PluginManager(pluggy.PluginManager):
                       file=sys.stderr)
             try:
                 plugin = entry_point.load()
-            except BaseException as error:
-                if isinstance(error, KeyboardInterrupt):
-                    raise
+            except (Exception, SystemExit):  # a plugin's own exit is its failure; Ctrl-C still stops the program
                 self._mark_broken(name, distribution, version, label, traceback.format_exc(limit=-3).strip())
                 continue
             self.add_plugin(plugin, name, distribution, version, label)
@@ -246,9 +244,7 @@ class PluginManager(pluggy.PluginManager):
                 records = collected.setdefault(impl.plugin_name, [])
                 try:
                     impl.function(register=functools.partial(_collect_record, records, record_type))
-                except BaseException as error:
-                    if isinstance(error, KeyboardInterrupt):
-                        raise
+                except (Exception, SystemExit) as error:
                     failed.add(impl.plugin_name)
                     collected.pop(impl.plugin_name)
                     self._drop(impl.plugin_name, f"{record_type.hook} failed, so none of its components is "
