@@ -10,17 +10,15 @@ import tempfile
 import threading
 import time
 import uuid
-from pathlib import Path
 
 import pytest
+from process_tree import descendants, proc_stat, run_processes_settle, worker_pids
 
 from bugfix_gym.sandbox import RunResult, Sandbox, run_in_process
 from bugfix_gym.sandbox import TestCase as Case
 
 TIMEOUT_S = 1.0
 MARGIN_S = 0.75
-ROOT = os.geteuid() == 0
-needs_root = pytest.mark.skipif(not ROOT, reason="the privilege drop only happens when running as root")
 
 ADD = "def add(a, b):\n    return a + b\n"
 ADD_CASES = (Case((1, 2), 3), Case((2, 2), 4), Case((0, 0), 1))
@@ -39,12 +37,6 @@ HOSTILE = {
     "abort": ("import os\ndef f():\n    os.abort()\n", "crashed", "SIGABRT"),
     "os_exit_zero": ("import os\ndef f():\n    os._exit(0)\n", "exited", "code 0"),
     "stops_itself": ("import os, signal\ndef f():\n    os.kill(os.getpid(), signal.SIGSTOP)\n", "timeout", "wall"),
-    "eq_loops": (
-        "class Sly:\n    def __eq__(self, other):\n        while True:\n            pass\n"
-        "def f():\n    return Sly()\n",
-        "timeout",
-        "wall clock",
-    ),
     "exit_at_import": ("import sys\nsys.exit(0)\n", "load_error", "SystemExit"),
     "spams_result_pipe": (
         "import os\ndef f():\n    while True:\n        for fd in range(3, 32):\n"
@@ -54,46 +46,6 @@ HOSTILE = {
         "output",
     ),
 }
-
-LINGERING_CHILD = """
-import os, time
-def f():
-    if os.fork() == 0:
-        time.sleep(60)
-    return os.getpgrp()
-"""
-
-ESCAPED_DAEMON = """
-import os, time
-def f():
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.setsid()
-        if os.fork() == 0:
-            os.write(w, str(os.getpid()).encode())
-            time.sleep(60)
-        os._exit(0)
-    os.waitpid(pid, 0)
-    return int(os.read(r, 32))
-"""
-
-FORK_BOMB = """
-import os, time
-def f():
-    leader, forks = os.getpid(), 0
-    for _ in range(200):
-        try:
-            pid = os.fork()
-        except OSError:
-            break
-        if pid:
-            forks += 1
-    if os.getpid() != leader:
-        time.sleep(60)
-    return os.getpgrp(), forks
-"""
-
 
 @pytest.fixture(scope="module")
 def sandbox():
@@ -110,53 +62,13 @@ def timed_run(box, source, function="f", cases=CALL, budget_s=None):
     return result
 
 
-def _proc_stat(pid):
-    """(ppid, pgrp) of a live process, or None."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return int(fields[1]), int(fields[2])
-
-
-def _pids():
-    return [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
-
-
-def worker_pids():
-    """Sandbox worker processes started by this test process."""
-    found = set()
-    for pid in _pids():
-        stat = _proc_stat(pid)
-        try:
-            command = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if stat and stat[0] == os.getpid() and b"sandbox.py" in command:
-            found.add(pid)
-    return found
-
-
-def forked_value(result):
-    """The value a forking candidate returned; skips where this (non-root) user may not fork at all."""
-    got = result.results[0].got
-    if not ROOT and got.startswith("BlockingIOError"):
-        pytest.skip("RLIMIT_NPROC refuses the fork: this user already runs more processes than the limit")
-    return ast.literal_eval(got)
-
-
-def group_members(pgid):
-    return [pid for pid in _pids() if (_proc_stat(pid) or (0, 0))[1] == pgid]
-
-
 def assert_healthy(box):
     """Every worker still serves a normal run correctly and has no leftover descendants."""
     for _ in range(2):
         result = box.run(ADD, "add", ADD_CASES)
         assert result.status == "ok", result
         assert [r.passed for r in result.results] == [True, True, False]
-    workers = worker_pids()
-    assert not [pid for pid in _pids() if (_proc_stat(pid) or (0, 0))[0] in workers]
+    assert run_processes_settle(len(worker_pids()))  # the prepared next run, nothing else
 
 
 def test_passing_and_failing_cases(sandbox):
@@ -232,31 +144,6 @@ def test_early_death_keeps_finished_cases(sandbox):
     assert result.results[1].got.startswith("exited: ")
 
 
-def test_forked_child_is_killed(sandbox):
-    result = timed_run(sandbox, LINGERING_CHILD, budget_s=TIMEOUT_S)
-    assert result.status == "ok"
-    pgid = forked_value(result)
-    assert pgid != os.getpgrp() and not group_members(pgid)
-    assert_healthy(sandbox)
-
-
-def test_escaped_daemon_is_killed(sandbox):
-    result = timed_run(sandbox, ESCAPED_DAEMON, budget_s=TIMEOUT_S)
-    assert result.status == "ok"
-    assert _proc_stat(forked_value(result)) is None
-    assert_healthy(sandbox)
-
-
-def test_fork_bomb_is_contained(sandbox):
-    result = timed_run(sandbox, FORK_BOMB)
-    assert result.status == "ok", result
-    pgid, forks = forked_value(result)
-    assert not group_members(pgid)
-    if ROOT:
-        assert forks < 20
-    assert_healthy(sandbox)
-
-
 def test_cpu_limit():
     with Sandbox(workers=1, timeout_s=3.0, cpu_s=1) as box:
         result = timed_run(box, HOSTILE["infinite_loop"][0], budget_s=2.5)
@@ -284,33 +171,26 @@ def test_environment_is_not_inherited(monkeypatch):
     assert result.passed
 
 
-@needs_root
 def test_candidate_runs_unprivileged(sandbox):
     source = "import os\ndef f():\n    return os.getuid(), os.getgid(), os.getgroups()\n"
     assert sandbox.run(source, "f", [Case((), (65534, 65534, []))]).passed
 
 
-@needs_root
-@pytest.mark.skipif(not Path("/etc/shadow").exists(), reason="no /etc/shadow")
-def test_cannot_read_shadow(sandbox):
-    result = sandbox.run("def f():\n    return open('/etc/shadow').read()\n", "f", CALL)
-    assert result.results[0].got.startswith("PermissionError")
-
-
-def test_cannot_write_files(sandbox):
+def test_host_files_are_out_of_sight(sandbox):
     directory = tempfile.mkdtemp()
     os.chmod(directory, 0o777)
     target = os.path.join(directory, "out.txt")
     try:
-        source = "def f(path):\n    with open(path, 'w') as out:\n        out.write('x' * 100)\n"
-        result = sandbox.run(source, "f", [Case((target,), None)])
-        assert not result.passed and "File too large" in result.results[0].got
-        assert not os.path.exists(target) or os.path.getsize(target) == 0
+        source = ("def f(path, mode):\n    with open(path, mode) as file:\n"
+                  "        return file.write('x') if mode == 'w' else file.read()\n")
+        cases = [Case((target, "w"), None), Case(("/etc/shadow", "r"), None), Case(("/etc/passwd", "r"), None)]
+        result = sandbox.run(source, "f", cases)
+        assert [r.got.split("(")[0] for r in result.results] == ["FileNotFoundError"] * 3
+        assert not os.path.exists(target)
     finally:
         shutil.rmtree(directory)
 
 
-@needs_root
 def test_no_network(sandbox):
     with socket.create_server(("127.0.0.1", 0)) as server:
         port = server.getsockname()[1]
@@ -326,12 +206,17 @@ def test_no_network(sandbox):
     assert not result.passed and result.results[0].got.startswith(("OSError", "ConnectionRefusedError"))
 
 
-def test_worker_never_holds_test_data(sandbox):
-    marker = f"hidden-{uuid.uuid4().hex}"
-    result = sandbox.run("def f(x):\n    return x\n", "f", [Case((marker,), marker, hidden=True)])
-    assert result.passed
-    for pid in worker_pids():
-        assert marker.encode() not in _memory(pid)
+def test_expected_values_never_leave_the_pool(sandbox):
+    """Not in a worker, not in the prepared next run, not in the candidate's own heap."""
+    marker = f"expected-{uuid.uuid4().hex}"
+    source = ("import gc\ndef f(x):\n"
+              "    return [o for o in gc.get_objects() if type(o) is str and o.startswith('expected-')]\n")
+    result = sandbox.run(source, "f", [Case(("x",), [marker], hidden=True)])
+    assert result.status == "ok" and result.results[0].got == "[]"
+    run_processes_settle(2)
+    for worker in worker_pids():
+        for pid in [worker, *descendants(worker)]:
+            assert marker.encode() not in _memory(pid)
 
 
 def _memory(pid):
@@ -412,7 +297,7 @@ def test_close_stops_every_worker():
     assert len(mine) == 3
     assert box.run(ADD, "add", ADD_CASES[:1]).passed
     box.close()
-    assert not mine & worker_pids() and all(_proc_stat(pid) is None for pid in mine)
+    assert not mine & worker_pids() and all(proc_stat(pid) is None for pid in mine)
     with pytest.raises(RuntimeError):
         box.run(ADD, "add", ADD_CASES)
 

@@ -1,4 +1,7 @@
-"""The BugFix environment: tasks from the families, one session per episode, tools read/test/edit/submit."""
+"""The BugFix environment: tasks from the families, one session per episode, tools read/test/edit/submit.
+
+In free-form mode the agent may also ``write`` the whole source (:mod:`bugfix_gym.grammar`).
+"""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ from agentrl_plugins.types import Task
 
 from bugfix_gym.families import FAMILIES
 from bugfix_gym.family import SPLITS, Family
-from bugfix_gym.grammar import MALFORMED_MESSAGE, format_call, parse_call
+from bugfix_gym.grammar import FENCE, MALFORMED_MESSAGE, WRITE, WriteError, format_call, parse_call, parse_write
 from bugfix_gym.sandbox import RunResult, Sandbox, TestCase
 from bugfix_gym.variants import renamed_variants as renamed_variants_of
 
@@ -21,6 +24,10 @@ SYSTEM_PROMPT = (
     "You fix one bug in a Python function. Reply with exactly one tool call per message: "
     f"{format_call('read')} shows the source, {format_call('test')} runs the public tests, "
     f"{format_call('edit', 'OP')} applies one edit op from the task's menu, {format_call('submit')} ends the episode."
+)
+FREE_FORM_SYSTEM_PROMPT = (
+    f"{SYSTEM_PROMPT} {format_call(WRITE)} followed by the whole new source in a {FENCE} fenced block "
+    "replaces the function with your code."
 )
 TestRunner = Callable[[str, str, Sequence[TestCase]], RunResult]
 
@@ -45,23 +52,35 @@ def format_results(function: str, result: RunResult) -> str:
     )
 
 
-def task_prompt(family: Family) -> str:
-    return f"{family.issue}\nEdit ops: {', '.join(family.op_names)}"
+def task_prompt(family: Family, free_form: bool = False) -> str:
+    """The issue and the edit menu; in free-form mode also how to write the function."""
+    prompt = f"{family.issue}\nEdit ops: {', '.join(family.op_names)}"
+    if free_form:
+        prompt += f"\nOr write the function: {format_call(WRITE)} then its source in a {FENCE} block"
+    return prompt
+
+
+def _unknown_call(tool: str, arg: str | None) -> str:
+    return f"ERROR: unknown tool or op: {tool} {arg}"
 
 
 class BugFixSession:
     """One episode on one family; ``step`` never raises on bad policy text."""
 
-    def __init__(self, family: Family, run_tests: TestRunner):
+    def __init__(self, family: Family, run_tests: TestRunner, free_form: bool = False):
         self.family = family
         self.source = family.buggy
         self.submitted = False
-        self.prompt = task_prompt(family)
+        self.free_form = free_form
+        self.prompt = task_prompt(family, free_form)
         self._run_tests = run_tests
 
     def step(self, action: str) -> StepResult:
         if self.submitted:
             return StepResult("ERROR: the episode is over", True)
+        write = parse_write(action)
+        if write is not None:
+            return self._write(write)
         call = parse_call(action)
         if call is None:
             return StepResult(MALFORMED_MESSAGE)
@@ -78,7 +97,16 @@ class BugFixSession:
         if tool == "submit":
             self.submitted = True
             return StepResult("submitted", True)
-        return StepResult(f"ERROR: unknown tool or op: {tool} {arg}")
+        return StepResult(_unknown_call(tool, arg))
+
+    def _write(self, write: str | WriteError) -> StepResult:
+        """Replace the source with the written code; outside free-form mode ``write`` is an unknown tool."""
+        if not self.free_form:
+            return StepResult(_unknown_call(WRITE, None))
+        if isinstance(write, WriteError):
+            return StepResult(write.message)
+        self.source = write
+        return StepResult("wrote the new source")
 
     def outcome(self) -> Submission:
         return Submission(self.family, self.source, self.submitted, self._run_tests)
@@ -92,18 +120,24 @@ class BugFixGym:
 
     ``renamed_variants`` adds that many renamed variants of every train family
     to the train split (:mod:`bugfix_gym.variants`), drawn with ``variant_seed``.
+    ``free_form`` adds the ``write`` tool (the agent's own code) to the prompts and the sessions.
+    ``strict_sandbox`` (on with ``free_form`` unless set) refuses to run code where a sandbox layer is missing.
     """
 
-    system_prompt = SYSTEM_PROMPT
-
     def __init__(self, families: Sequence[Family] = FAMILIES, workers: int = 2, timeout_s: float = 2.0,
-                 memory_mb: int = 256, cache_size: int = 4096, renamed_variants: int = 0, variant_seed: int = 0):
+                 memory_mb: int = 256, cache_size: int = 4096, renamed_variants: int = 0, variant_seed: int = 0,
+                 free_form: bool = False, strict_sandbox: bool | None = None):
         if renamed_variants < 0:
             raise ValueError(f"renamed_variants must be >= 0, got {renamed_variants}")
+        if not isinstance(free_form, bool):
+            raise TypeError(f"free_form must be true or false, got {free_form!r}")
+        self.free_form = free_form
+        self.system_prompt = FREE_FORM_SYSTEM_PROMPT if free_form else SYSTEM_PROMPT
         train = [family for family in families if family.split == "train"]
         families = list(families) + renamed_variants_of(train, renamed_variants, variant_seed)
         self.families = {family.name: family for family in families}
-        self._sandbox_options = {"workers": workers, "timeout_s": timeout_s, "memory_mb": memory_mb}
+        strict = free_form if strict_sandbox is None else strict_sandbox
+        self._sandbox_options = {"workers": workers, "timeout_s": timeout_s, "memory_mb": memory_mb, "strict": strict}
         self._sandbox: Sandbox | None = None
         self._lock = threading.Lock()
         self._cache: OrderedDict[tuple[str, str, str], RunResult] = OrderedDict()
@@ -117,11 +151,11 @@ class BugFixGym:
     def tasks(self, split: str | None = None) -> list[Task]:
         if split is not None and split not in SPLITS:
             raise UnknownNameError("split", split, SPLITS)
-        return [Task(f.name, f.name, f.split, task_prompt(f), f.buggy)
+        return [Task(f.name, f.name, f.split, task_prompt(f, self.free_form), f.buggy)
                 for f in self.families.values() if split is None or f.split == split]
 
     def start(self, task: Task) -> BugFixSession:
-        return BugFixSession(self.family(task.family), self.run_tests)
+        return BugFixSession(self.family(task.family), self.run_tests, self.free_form)
 
     def parity_episodes(self, group_size: int, max_turns: int, generator: Any) -> list[ScriptedEpisode]:
         """The parity batch's scripted episodes (:mod:`bugfix_gym.parity`)."""
@@ -130,7 +164,7 @@ class BugFixGym:
         return parity_episodes(self, group_size, max_turns, generator)
 
     def run_tests(self, source: str, function: str, cases: Sequence[TestCase]) -> RunResult:
-        """Run ``cases`` in the sandbox; identical requests are answered from a cache."""
+        """Run ``cases`` in the sandbox; identical requests are answered from a cache (never a transient result)."""
         key = (source, function, repr(tuple(cases)))
         with self._lock:
             if key in self._cache:
@@ -140,6 +174,8 @@ class BugFixGym:
                 self._sandbox = Sandbox(**self._sandbox_options)
             sandbox = self._sandbox
         result = sandbox.run(source, function, cases)
+        if result.transient:
+            return result
         with self._lock:
             self._cache[key] = result
             if len(self._cache) > self._cache_size:

@@ -1,0 +1,568 @@
+"""The pool: warm sandbox workers handed to callers first come, first served, and the verdicts they feed.
+
+Each worker (:mod:`bugfix_gym.sandbox.worker`) lives in the view of :mod:`bugfix_gym.sandbox.view` and talks
+to the pool over a Unix SEQPACKET socket. Per request the pool passes it a memfd holding the function's source
+and the case arguments (never the expected values) and the write end of a result pipe; the run's candidate
+process writes one record per case straight to the pool: the return value as plain data, or what it raised.
+The pool compares each value with the expected one, exact types included, so a candidate can fail to return
+the right values but cannot claim to pass. The worker only reports how the run ended.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import selectors
+import signal
+import socket
+import subprocess
+import threading
+import time
+import warnings
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Sequence
+
+from agentrl_plugins.errors import UnknownNameError
+
+from bugfix_gym.sandbox import plain_data, view
+from bugfix_gym.sandbox.worker import RUN_LAYERS, Limits, run_cases, short_repr
+
+LAYERS = {
+    "view": "a bubblewrap view: read-only system and Python, no installed package, host file or host socket",
+    "network": "an empty network namespace",
+    "run_namespaces": "per-run user, PID and mount namespaces: nothing outlives a run, no run can signal another",
+    "private_tmp": "a private empty /tmp and /dev/shm per run, and /proc hidden",
+    "seccomp": "a seccomp filter: no new process or program, namespace, mount, ptrace, bpf, io_uring or keyring",
+}
+_GRACE_S = 1.5  # how long past timeout_s the pool waits for a worker before declaring it hung
+_STARTUP_S = 30.0
+_STARVED = 0.5  # a wall-clock timeout with less CPU than this share of timeout_s is the machine's, not the code's
+_OUTPUT_BASE, _OUTPUT_PER_CASE = 65536, 16384  # bytes of candidate output accepted per run
+_END_KINDS = frozenset({"ok", "memory", "load_error"})
+_CLOSED = object()
+
+
+@dataclass(frozen=True)
+class TestCase:
+    """One call of the function under test: PASS iff ``function(*args)`` returns ``expected``, exact types included."""
+
+    __test__ = False  # not a pytest test class
+
+    args: tuple
+    expected: object
+    hidden: bool = False
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """Outcome of one case; ``got`` is the repr of the return value or exception, or why it did not run."""
+
+    case: TestCase
+    passed: bool
+    got: str
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """Outcome of one run, cases in order. ``status`` is one of:
+
+    'ok'          every case ran to completion (individual cases may still have failed);
+    'load_error'  the source raised while loading, or does not define ``function`` as a callable;
+    'timeout'     the wall clock (process killed) or the CPU-time limit (SIGXCPU) ran out;
+    'memory'      a case raised MemoryError at the address-space limit; later cases did not run;
+    'exited'      the process ended itself before finishing (``os._exit``, ...);
+    'crashed'     killed by a signal (SIGSEGV, ...), malformed output, or the sandbox failed;
+    'unavailable' no worker became free in time.
+
+    ``transient`` marks a result that says more about the machine than about the source (a sandbox failure,
+    no free worker, a wall-clock timeout on little CPU): the same source may do otherwise next time.
+    """
+
+    results: tuple[CaseResult, ...]
+    status: str
+    detail: str
+    transient: bool = False
+
+    @property
+    def passed(self) -> bool:
+        """True iff the run finished normally and every case passed."""
+        return self.status == "ok" and all(result.passed for result in self.results)
+
+
+class SandboxUnavailableError(RuntimeError):
+    """A strict sandbox could not set up every layer."""
+
+
+class Sandbox:
+    """A thread-safe pool of warm workers; each ``run`` executes in a fresh, confined process tree.
+
+    ``missing_layers`` names each layer of :data:`LAYERS` this machine could not provide, with the reason;
+    ``strict=True`` refuses to start without all of them. A call waits at most ``acquire_timeout_s`` for a
+    worker; callers are served in arrival order, and no run holds a worker past ``timeout_s`` + 1.5 s.
+    ``layers`` leaves layers out, to measure what each costs (the network comes with the view)."""
+
+    def __init__(self, workers: int = 2, timeout_s: float = 2.0, memory_mb: int = 256, cpu_s: int = 2,
+                 strict: bool = False, acquire_timeout_s: float = 30.0, layers: Iterable[str] = tuple(LAYERS)):
+        if workers < 1 or timeout_s <= 0 or memory_mb < 1 or cpu_s < 1 or acquire_timeout_s <= 0:
+            raise ValueError("workers, timeout_s, memory_mb, cpu_s and acquire_timeout_s must be positive")
+        self.layers = frozenset(layers)
+        unknown = sorted(self.layers - set(LAYERS))
+        if unknown:
+            raise UnknownNameError("sandbox layer", unknown[0], LAYERS)
+        self.limits = Limits(float(timeout_s), int(memory_mb), int(cpu_s))
+        self.acquire_timeout_s = float(acquire_timeout_s)
+        self._slots = _Slots()
+        self._drainer = _Drainer(self._release)
+        self._bwrap, why = view.bwrap_binary() if "view" in self.layers else (None, "left out on request")
+        first, self.missing_layers = self._first_worker(why)
+        if strict and self.missing_layers:
+            first.stop(graceful=False)
+            raise SandboxUnavailableError(_describe(self.missing_layers, "refusing to run untrusted code without"))
+        if self.missing_layers:
+            message = _describe(self.missing_layers, "running untrusted code without")
+            warnings.warn(message, RuntimeWarning, stacklevel=2)
+        pool = [first]
+        try:
+            pool.extend(self._start_worker()[0] for _ in range(workers - 1))
+        except BaseException:
+            for worker in pool:
+                worker.stop(graceful=False)
+            raise
+        for worker in pool:
+            self._slots.put(worker)
+
+    def run(self, source: str, function: str, cases: Sequence[TestCase]) -> RunResult:
+        """Load ``source``, call ``function`` on every case in a sandboxed process and judge each case here.
+
+        Case arguments must be picklable by standard-library classes (the worker cannot import the caller's
+        own modules); expected values stay in this process."""
+        cases = tuple(cases)
+        try:
+            worker = self._acquire()
+        except TimeoutError:
+            return _result(cases, {}, "unavailable",
+                           f"no sandbox worker became free within {self.acquire_timeout_s} s", True)
+        payload = pickle.dumps((source, function, [case.args for case in cases]))
+        exchange = None
+        try:
+            exchange = worker.exchange(
+                payload, self.limits.timeout_s + _GRACE_S, _OUTPUT_BASE + _OUTPUT_PER_CASE * len(cases)
+            )
+        finally:
+            if exchange is not None and exchange.reply is None and exchange.ended:
+                self._drainer.add(worker, time.monotonic() + self.limits.timeout_s + _GRACE_S)
+            else:
+                reply = exchange.reply if exchange is not None else None
+                self._release(worker, healthy=reply is not None and "setup_error" not in reply)
+        results, end, complete = _judge(exchange.records, cases)
+        return _result(cases, results, *self._status(exchange, end, complete))
+
+    def close(self) -> None:
+        """Stop every idle worker; workers busy in a run stop when it finishes. Later runs raise."""
+        self._drainer.close()
+        for slot in self._slots.close():
+            if isinstance(slot, _Worker):
+                slot.stop(graceful=True)
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _first_worker(self, why_no_bwrap: str) -> tuple[_Worker, dict[str, str]]:
+        """Start one worker inside the view, or without it where bubblewrap cannot run; what is missing."""
+        missing: dict[str, str] = {}
+        if self._bwrap is not None:
+            try:
+                worker, problems = self._start_worker()
+                return worker, problems
+            except RuntimeError as exc:
+                missing["view"] = f"bubblewrap could not start a worker: {exc}"
+                self._bwrap = None
+        else:
+            missing["view"] = why_no_bwrap
+        if os.geteuid() != 0:
+            missing["network"] = "no network namespace without bubblewrap or root"
+        worker, problems = self._start_worker()
+        return worker, {**missing, **problems}
+
+    def _start_worker(self) -> tuple[_Worker, dict[str, str]]:
+        run_layers = ",".join(sorted(self.layers & RUN_LAYERS))
+        worker = _Worker(lambda fd: view.worker_command(self._bwrap, [*map(str, self.limits), str(fd)], run_layers))
+        return worker, worker.wait_ready()
+
+    def _acquire(self) -> _Worker:
+        """The next free worker for this caller; a new one where the slot is empty or its worker died."""
+        slot = self._slots.get(self.acquire_timeout_s)
+        if slot is _CLOSED:
+            raise RuntimeError("Sandbox is closed")
+        if isinstance(slot, _Worker) and slot.proc.poll() is None:
+            return slot
+        if isinstance(slot, _Worker):
+            slot.stop(graceful=False)
+        try:
+            return self._start_worker()[0]
+        except BaseException:
+            self._slots.put(None)
+            raise
+
+    def _release(self, worker: _Worker, healthy: bool) -> None:
+        """Return a healthy worker to the pool; stop any other and leave an empty slot in its place."""
+        if healthy and self._slots.put(worker):
+            return
+        worker.stop(graceful=healthy)
+        if not healthy:
+            self._slots.put(None)
+
+    def _status(self, exchange: _Exchange, end: dict | None, complete: bool) -> tuple[str, str, bool]:
+        """Status, detail and transience of a run from the candidate's records and the worker's reply."""
+        reply = exchange.reply
+        if exchange.overflow:
+            return "crashed", "sandbox output exceeded its size limit", False
+        if reply is None and exchange.ended:  # decided by the records; the worker's reply comes later
+            return (*_end_status(end, complete), False)
+        if reply is None:
+            return "crashed", "sandbox worker died or stopped responding; it was replaced", True
+        if "setup_error" in reply:
+            return "crashed", f"sandbox setup failed: {reply['setup_error']}", True
+        code = reply["code"]
+        if reply["timeout"]:
+            cpu_s = reply["cpu_s"]
+            if cpu_s < _STARVED * self.limits.timeout_s:
+                return "timeout", (f"exceeded {self.limits.timeout_s} s wall clock using {cpu_s:.2f} s of CPU "
+                                   "(a busy machine or a waiting candidate)"), True
+            return "timeout", f"exceeded {self.limits.timeout_s} s wall clock", False
+        if code == -signal.SIGXCPU:
+            return "timeout", f"exceeded {self.limits.cpu_s} s CPU time", False
+        if code < 0:
+            return "crashed", f"killed by {_signal_name(-code)}", False
+        if code != 0 or end is None:
+            return "exited", f"process exited with code {code} before finishing", False
+        return (*_end_status(end, complete), False)
+
+
+def run_in_process(source: str, function: str, cases: Sequence[TestCase]) -> RunResult:
+    """Unsandboxed baseline for benchmarks: same semantics, no isolation and no limits. Never for untrusted code."""
+    cases = tuple(cases)
+    records: list[dict] = []
+    run_cases(source, function, [case.args for case in cases], records.append)
+    results, end, complete = _judge(json.loads(json.dumps(records)), cases)
+    return _result(cases, results, *_end_status(end, complete))
+
+
+class _Slots:
+    """Idle workers (or empty slots, None) handed to waiting callers first come, first served."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: deque = deque()
+        self._waiting: deque[_Waiter] = deque()
+        self._closed = False
+
+    def put(self, slot: object) -> bool:
+        """Hand ``slot`` to the longest-waiting caller, or keep it idle; False once closed."""
+        with self._lock:
+            if self._closed:
+                return False
+            if self._waiting:
+                waiter = self._waiting.popleft()
+                waiter.slot = slot
+                waiter.event.set()
+            else:
+                self._idle.append(slot)
+            return True
+
+    def get(self, timeout_s: float) -> object:
+        """A slot, or _CLOSED; TimeoutError after ``timeout_s``."""
+        with self._lock:
+            if self._closed:
+                return _CLOSED
+            if self._idle:
+                return self._idle.popleft()
+            waiter = _Waiter()
+            self._waiting.append(waiter)
+        if waiter.event.wait(timeout_s):
+            return waiter.slot
+        with self._lock:
+            if waiter.event.is_set():
+                return waiter.slot
+            self._waiting.remove(waiter)
+        raise TimeoutError
+
+    def close(self) -> list:
+        """Refuse later calls, wake every waiting caller, and return the idle slots."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = list(self._idle), deque()
+            for waiter in self._waiting:
+                waiter.slot = _CLOSED
+                waiter.event.set()
+            self._waiting.clear()
+        return idle
+
+
+class _Waiter:
+    """A caller waiting for a slot: the slot handed to it and the event that says so."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.slot: object = None
+
+
+class _Worker:
+    """Pool side of one warm worker process."""
+
+    def __init__(self, command_for: Callable[[int], list[str]]):
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        with theirs:
+            self.proc = subprocess.Popen(
+                command_for(theirs.fileno()),
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                env={"PATH": os.defpath},
+                start_new_session=True,
+            )
+
+    def wait_ready(self) -> dict[str, str]:
+        """Block until the worker has started; the layers it could not set up. RuntimeError if it did not start."""
+        self.sock.settimeout(_STARTUP_S)
+        try:
+            kind, _, problems = self.sock.recv(65536).partition(b" ")
+        except (TimeoutError, OSError):
+            kind, problems = b"", b""
+        self.sock.settimeout(None)
+        if kind != b"ready":
+            self.stop(graceful=False)
+            error = self.proc.stderr.read().decode(errors="replace").strip() if self.proc.stderr else ""
+            raise RuntimeError(f"sandbox worker failed to start (exit code {self.proc.poll()}): {error[-2000:]}")
+        if self.proc.stderr:
+            self.proc.stderr.close()
+        return json.loads(problems)
+
+    def exchange(self, payload: bytes, wait_s: float, limit: int) -> _Exchange:
+        """Run one request: the candidate's records, and the worker's reply unless the records ended first."""
+        read_fd, write_fd = os.pipe()
+        with open(read_fd, "rb", buffering=0) as pipe:
+            try:
+                sent = self._send(payload, write_fd)
+            finally:
+                os.close(write_fd)
+            return self._receive(pipe, time.monotonic() + wait_s, limit) if sent else _Exchange()
+
+    def stop(self, graceful: bool) -> None:
+        """Close the socket (a worker exits when it sees EOF), then make sure the process is gone."""
+        self.sock.close()
+        if graceful:
+            try:
+                self.proc.wait(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                pass
+        self.proc.kill()
+        self.proc.wait()
+
+    def _send(self, payload: bytes, write_fd: int) -> bool:
+        """Pass the worker a memfd holding the request plus the result pipe; False if it is gone."""
+        request_fd = os.memfd_create("sandbox-request")
+        try:
+            _write_all(request_fd, payload)
+            os.lseek(request_fd, 0, os.SEEK_SET)
+            socket.send_fds(self.sock, [b"run"], [request_fd, write_fd])
+        except (BrokenPipeError, ConnectionResetError):
+            return False
+        finally:
+            os.close(request_fd)
+        return True
+
+    def _receive(self, pipe, deadline: float, limit: int) -> _Exchange:
+        """Read records until an end record (or the pipe closes) and the reply comes, or the deadline passes."""
+        exchange, partial, size = _Exchange(), b"", 0
+        with selectors.DefaultSelector() as selector:
+            selector.register(pipe, selectors.EVENT_READ)
+            selector.register(self.sock, selectors.EVENT_READ)
+            while selector.get_map() and (remaining := deadline - time.monotonic()) > 0:
+                for key, _ in selector.select(remaining):
+                    if key.fileobj is self.sock:
+                        selector.unregister(self.sock)
+                        message = self.sock.recv(4096)
+                        if not message:
+                            return exchange
+                        exchange.reply = json.loads(message)
+                        continue
+                    chunk = pipe.read(65536)
+                    size += len(chunk)
+                    if not chunk or size > limit:
+                        selector.unregister(pipe)
+                        exchange.overflow = size > limit
+                        continue
+                    *lines, partial = (partial + chunk).split(b"\n")
+                    exchange.records.extend(map(_decode_line, lines))
+                    if any(map(_is_end_record, exchange.records[-len(lines):] if lines else ())):
+                        exchange.ended = True
+                        return exchange
+        return exchange
+
+
+@dataclass
+class _Exchange:
+    """What one request brought back: the candidate's records, whether they ended, the worker's reply."""
+
+    records: list = field(default_factory=list)
+    ended: bool = False
+    overflow: bool = False
+    reply: dict | None = None
+
+
+class _Drainer:
+    """Waits, off the callers' path, for the replies of workers whose runs were already decided, then releases them."""
+
+    def __init__(self, release: Callable[[_Worker, bool], None]):
+        self._release = release
+        self._lock = threading.Lock()
+        self._added: list[tuple[_Worker, float]] = []
+        self._wake_read, self._wake_write = socket.socketpair()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def add(self, worker: _Worker, deadline: float) -> None:
+        with self._lock:
+            if self._closed:
+                self._release(worker, False)
+                return
+            self._added.append((worker, deadline))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="sandbox-drainer", daemon=True)
+                self._thread.start()
+        self._wake_write.send(b"x")
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+        self._wake_write.send(b"x")
+        if self._thread is not None:
+            self._thread.join()
+
+    def _loop(self) -> None:
+        waiting: dict[socket.socket, tuple[_Worker, float]] = {}
+        with selectors.DefaultSelector() as selector:
+            selector.register(self._wake_read, selectors.EVENT_READ)
+            while True:
+                with self._lock:
+                    closed, added, self._added = self._closed, self._added, []
+                for worker, deadline in added:
+                    waiting[worker.sock] = (worker, deadline)
+                    selector.register(worker.sock, selectors.EVENT_READ)
+                if closed and not waiting:
+                    return
+                now = time.monotonic()
+                timeout = min((deadline for _, deadline in waiting.values()), default=now + 60.0) - now
+                for key, _ in selector.select(max(0.0, timeout)):
+                    if key.fileobj is self._wake_read:
+                        self._wake_read.recv(4096)
+                        continue
+                    worker, _ = waiting.pop(key.fileobj)  # type: ignore[call-overload]
+                    selector.unregister(worker.sock)
+                    reply = worker.sock.recv(4096)
+                    self._release(worker, bool(reply) and b"setup_error" not in reply)
+                now = time.monotonic()
+                for sock in [sock for sock, (_, deadline) in waiting.items() if deadline <= now]:
+                    worker, _ = waiting.pop(sock)
+                    selector.unregister(sock)
+                    self._release(worker, False)
+
+
+def _decode_line(line: bytes) -> object:
+    """The JSON record on one line of candidate output; None where it does not parse."""
+    try:
+        return json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _judge(records: list, cases: tuple[TestCase, ...]) -> tuple[dict[int, tuple[bool, str]], dict | None, bool]:
+    """Per-case (passed, got) by index, the end record, and whether the records were complete and well-formed.
+
+    Only the first end record counts, and nothing after it. Malformed output (a duplicate, an unknown record)
+    is not the harness's: then no case counts."""
+    results: dict[int, tuple[bool, str]] = {}
+    end = None
+    wellformed = True
+    for record in records:
+        if _is_end_record(record):
+            end = record
+            break
+        judged = _judge_case(record, cases)
+        if judged is None or judged[0] in results:
+            wellformed = False
+            continue
+        results[judged[0]] = judged[1]
+    return (results if wellformed else {}), end, wellformed and len(results) == len(cases)
+
+
+def _judge_case(record: object, cases: tuple[TestCase, ...]) -> tuple[int, tuple[bool, str]] | None:
+    """(index, (passed, got)) of one case record, or None where it is malformed."""
+    if not (isinstance(record, dict) and type(record.get("case")) is int and 0 <= record["case"] < len(cases)):
+        return None
+    index = record["case"]
+    if set(record) == {"case", "value"}:
+        try:
+            value = plain_data.decode(record["value"])
+        except (ValueError, TypeError, RecursionError):
+            return None
+        return index, (plain_data.same(value, cases[index].expected), short_repr(value))
+    if set(record) == {"case", "raised"} and type(record["raised"]) is str:
+        return index, (False, record["raised"])
+    if set(record) == {"case", "unplain"} and type(record["unplain"]) is str:
+        return index, (False, f"returned a value that is not plain data: {record['unplain']}")
+    return None
+
+
+def _is_end_record(record: object) -> bool:
+    return (
+        isinstance(record, dict)
+        and record.get("end") in _END_KINDS
+        and (record["end"] in ("ok", "memory") or type(record.get("error")) is str)
+    )
+
+
+def _end_status(end: dict | None, complete: bool) -> tuple[str, str]:
+    """Status and detail of a candidate that exited cleanly after writing ``end``."""
+    if end is None:
+        return "crashed", "malformed output from the sandbox"
+    kind = end["end"]
+    if kind == "ok":
+        return ("ok", "all cases ran") if complete else ("crashed", "malformed output from the sandbox")
+    if kind == "memory":
+        return "memory", "a case raised MemoryError (memory limit reached); later cases did not run"
+    return "load_error", end["error"]
+
+
+def _result(cases: tuple[TestCase, ...], results: dict, status: str, detail: str, transient: bool = False) -> RunResult:
+    """Assemble a RunResult; cases without a result FAIL with the load error or the reason the run ended."""
+    missing = (False, detail if status == "load_error" else f"{status}: {detail}")
+    return RunResult(
+        tuple(CaseResult(case, *results.get(index, missing)) for index, case in enumerate(cases)), status, detail,
+        transient,
+    )
+
+
+def _describe(missing: dict[str, str], lead: str) -> str:
+    lines = [f"- {name} ({LAYERS.get(name, 'a run could not be set up')}): {why}" for name, why in missing.items()]
+    return f"sandbox: {lead} {len(missing)} layer(s):\n" + "\n".join(lines)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view_ = memoryview(data)
+    while view_:
+        view_ = view_[os.write(fd, view_) :]

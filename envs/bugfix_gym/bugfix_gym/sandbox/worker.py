@@ -1,0 +1,490 @@
+"""The sandbox worker: serves the pool, preparing one fresh, confined process tree per run ahead of its request.
+
+Started by the pool as ``python -I -S worker.py TIMEOUT_S MEMORY_MB CPU_S SOCKET_FD LIB_DIR IN_VIEW``,
+inside the view of :mod:`bugfix_gym.sandbox.view` where bubblewrap runs. Imports only the standard library
+and pyseccomp (from ``LIB_DIR``). Per run, before the request arrives::
+
+    worker ── spawner: new user, PID and mount namespaces, a private empty /tmp
+                └─ init: PID 1 of the run's PID namespace; reports how the candidate ended
+                     └─ candidate: rlimits, no new privileges, seccomp; then receives the request
+
+The candidate gets the case arguments only, never the expected values, and writes one JSON record per case
+to the pool's result pipe: its return value as plain data (:func:`encode`), or the exception it raised. The
+pool, not the candidate, compares. When the run ends its init dies, and the kernel kills whatever is left in
+its PID namespace: nothing outlives a run, and no run can name, let alone signal, another's processes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import importlib
+import json
+import os
+import pickle
+import resource
+import select
+import signal
+import socket
+import sys
+import time
+from typing import Callable, Iterable, NamedTuple, NoReturn
+
+PRELOAD = (
+    "array", "bisect", "cmath", "collections", "copy", "datetime", "decimal", "fractions",
+    "functools", "hashlib", "heapq", "itertools", "math", "operator", "random", "re",
+    "statistics", "string", "textwrap", "typing", "unicodedata",
+)  # imported up front: a candidate's first import of them costs nothing
+UNPRIVILEGED_ID = 65534  # nobody / nogroup
+MAX_THREADS = 16  # RLIMIT_NPROC in the run's own user namespace: threads of one run only
+OPEN_FILES = 256
+FILE_BYTES = 8 << 20  # RLIMIT_FSIZE: a file in the private /tmp grows to at most this
+TMP_BYTES = 16 << 20  # size of the run's private /tmp (and /dev/shm)
+REPR_LIMIT = 1000  # characters of repr kept per exception
+MAX_DEPTH = 100  # nesting of a return value
+RUN_LAYERS = frozenset({"run_namespaces", "private_tmp", "seccomp"})
+READY_S = 10.0  # how long the worker waits for a prepared run to report ready
+BACKSTOP_S = 0.5  # past the wall clock, how long the worker waits for a run's init before killing it
+_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_CHILD_SUBREAPER, _PR_SET_NO_NEW_PRIVS = 1, 4, 36, 38
+_CLONE_NEWNS, _CLONE_NEWUSER, _CLONE_NEWPID, _CLONE_NEWNET = 0x20000, 0x10000000, 0x20000000, 0x40000000
+_CLONE_THREAD = 0x10000
+_NAMESPACE_FLAGS = (0x20000, 0x2000000, 0x4000000, 0x8000000, 0x10000000, 0x20000000, 0x40000000, 0x80)
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV = 1, 2, 4
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+# Denied to candidates with EPERM (clone3 with ENOSYS, so the C library falls back to clone, whose flags
+# the filter can read): new processes and programs, namespaces and mounts, other processes' memory, and
+# kernel interfaces with a history of sandbox escapes.
+DENIED_SYSCALLS = (
+    "fork", "vfork", "execve", "execveat",
+    "unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "open_tree", "move_mount",
+    "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr",
+    "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_open", "pidfd_getfd",
+    "bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register",
+    "keyctl", "add_key", "request_key", "name_to_handle_at", "open_by_handle_at", "personality",
+)
+
+
+class Limits(NamedTuple):
+    """What every run may use: wall-clock seconds, address space in MiB, CPU seconds."""
+
+    timeout_s: float
+    memory_mb: int
+    cpu_s: int
+
+
+# ---- the cases: shared with the pool's unsandboxed baseline -------------------------------------------
+
+
+def encode(value: object, depth: int = 0) -> object:
+    """``value`` as tagged JSON if it is plain data of exact built-in types; TypeError otherwise.
+
+    Subclasses (an ``int`` with its own ``__eq__``...) are not plain data, so no candidate code runs here."""
+    if depth > MAX_DEPTH:
+        raise ValueError("nested too deeply")
+    kind = type(value)
+    if value is None or kind is bool or kind is str:
+        return value
+    if kind is int:
+        return {"int": int.__repr__(value)}  # ValueError past the int digit limit
+    if kind is float:
+        return {"float": float.__repr__(value)}
+    if kind is complex:
+        number = complex.__complex__(value)  # type: ignore[arg-type]
+        return {"complex": [float.__repr__(number.real), float.__repr__(number.imag)]}
+    if kind is bytes:
+        return {"bytes": bytes.hex(value)}  # type: ignore[arg-type]
+    if kind in (list, tuple, set, frozenset):
+        return {kind.__name__: [encode(item, depth + 1) for item in value]}  # type: ignore[attr-defined]
+    if kind is dict:
+        pairs: Iterable[tuple[object, object]] = dict.items(value)  # type: ignore[arg-type]
+        return {"dict": [[encode(key, depth + 1), encode(item, depth + 1)] for key, item in pairs]}
+    raise TypeError("not plain data (None, bool, int, float, complex, str, bytes, list, tuple, set, dict)")
+
+
+def short_repr(value: object) -> str:
+    """repr(value) cut to REPR_LIMIT characters; never raises."""
+    try:
+        text = repr(value)
+    except BaseException as exc:  # a hostile __repr__ must not abort the run
+        text = f"<repr failed: {type(exc).__name__}>"
+    return text if len(text) <= REPR_LIMIT else text[:REPR_LIMIT] + "..."
+
+
+def _load(source: str, function: str) -> Callable:
+    namespace: dict = {"__name__": "__candidate__"}
+    exec(compile(source, "<candidate>", "exec"), namespace)
+    candidate = namespace.get(function)
+    if not callable(candidate):
+        raise NameError(f"source does not define a callable {function!r}")
+    return candidate
+
+
+def _call(candidate: Callable, args: tuple) -> tuple[dict, bool]:
+    """One case as a record (its value, or what it raised) and whether it ran out of memory."""
+    try:
+        got = candidate(*args)
+    except MemoryError as exc:
+        return {"raised": short_repr(exc)}, True
+    except BaseException as exc:  # SystemExit, RecursionError... are failures, not escapes
+        return {"raised": short_repr(exc)}, False
+    try:
+        return {"value": encode(got)}, False
+    except MemoryError as exc:
+        return {"raised": short_repr(exc)}, True
+    except BaseException as exc:
+        return {"unplain": f"{type(got).__qualname__}: {exc}"[:REPR_LIMIT]}, False
+
+
+def run_cases(source: str, function: str, arguments: list[tuple], emit: Callable[[dict], None]) -> None:
+    """Load the source, emit one record per argument tuple in order, then one 'end' record."""
+    try:
+        candidate = _load(source, function)
+    except BaseException as exc:  # SyntaxError, SystemExit at import time... all mean load_error
+        emit({"end": "load_error", "error": short_repr(exc)})
+        return
+    for index, args in enumerate(arguments):
+        record, out_of_memory = _call(candidate, args)
+        emit({"case": index, **record})
+        if out_of_memory:
+            emit({"end": "memory"})
+            return
+    emit({"end": "ok"})
+
+
+# ---- the worker ----------------------------------------------------------------------------------------
+
+
+def main(timeout_s: str, memory_mb: str, cpu_s: str, fd: str, lib_dir: str, in_view: str, layers: str) -> None:
+    """Serve requests from the pool until its socket closes; the first message says which layers failed.
+
+    ``layers`` lists, comma-separated, the run layers to set up (``run_namespaces``, ``private_tmp``,
+    ``seccomp``); one is left out only to measure what it costs."""
+    limits = Limits(float(timeout_s), int(memory_mb), int(cpu_s))
+    wanted = frozenset(layers.split(","))
+    for name in PRELOAD:
+        importlib.import_module(name)
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)  # a run's processes come back to the worker if their parent dies
+    problems: dict[str, str] = {}
+    if in_view != "1" and os.geteuid() == 0 and _LIBC.unshare(_CLONE_NEWNET) != 0:  # bubblewrap has its own
+        problems["network"] = _errno_text("unshare(CLONE_NEWNET)")
+    seccomp_filter = _seccomp_filter(lib_dir, problems) if "seccomp" in wanted else None
+    problems.update({name: "left out on request" for name in RUN_LAYERS - wanted})
+    gc.freeze()  # forked runs share these objects' pages instead of copying them when the collector runs
+    if os.geteuid() == 0:  # nothing past this point runs as root
+        _drop_root()
+        _prctl(_PR_SET_DUMPABLE, 1)  # so the spawner may write its own /proc/self/uid_map
+    with socket.socket(fileno=int(fd)) as sock:
+        spare = _Run(limits, seccomp_filter, wanted)
+        started = spare.wait_ready()
+        problems.update(started if isinstance(started, dict) else {"run_setup": str(started)})
+        sock.send(b"ready " + json.dumps(problems).encode())
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+        os.close(devnull)
+        while True:
+            message, fds, _, _ = socket.recv_fds(sock, 16, 2)
+            if not message:
+                return
+            run, started_at = spare, time.monotonic()
+            reply = run.hand_over(fds, problems) or run.finish(started_at + limits.timeout_s + BACKSTOP_S)
+            spare = _Run(limits, seccomp_filter, wanted)
+            spare.wait_ready()  # reply once the next run is ready: a request never waits for its setup
+            sock.send(json.dumps(reply).encode())
+
+
+def _seccomp_filter(lib_dir: str, problems: dict[str, str]):
+    """The candidates' syscall filter, built once; None (and a problem) where libseccomp is missing."""
+    try:
+        sys.path.insert(0, lib_dir)
+        import pyseccomp as seccomp  # type: ignore[import-untyped]
+
+        rules = seccomp.SyscallFilter(seccomp.ALLOW)
+        for name in DENIED_SYSCALLS:
+            try:
+                rules.add_rule(seccomp.ERRNO(1), name)
+            except (OSError, ValueError):  # not a syscall on this architecture
+                continue
+        rules.add_rule(seccomp.ERRNO(38), "clone3")
+        rules.add_rule(seccomp.ERRNO(1), "clone", seccomp.Arg(0, seccomp.MASKED_EQ, _CLONE_THREAD, 0))
+        for flag in _NAMESPACE_FLAGS:
+            rules.add_rule(seccomp.ERRNO(1), "clone", seccomp.Arg(0, seccomp.MASKED_EQ, flag, flag))
+        return rules
+    except Exception as exc:  # ImportError (no pyseccomp), OSError (no libseccomp)...
+        problems["seccomp"] = f"no seccomp filter: {type(exc).__name__}: {exc}"
+        return None
+
+
+class _Run:
+    """One prepared run: spawner, init and candidate, forked and confined before any request exists."""
+
+    def __init__(self, limits: Limits, seccomp_filter: object, layers: frozenset[str]):
+        self.limits = limits
+        self.channel, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        status_read, status_write = os.pipe()
+        worker = os.getpid()
+        self.spawner = os.fork()
+        if self.spawner == 0:
+            self.channel.close()
+            os.close(status_read)
+            _spawner_main(theirs, status_write, limits, seccomp_filter, worker, layers)
+        theirs.close()
+        os.close(status_write)
+        self.status = status_read
+        self.init_pid = 0
+        self._ready: dict | str | None = None
+
+    def wait_ready(self) -> dict | str:
+        """The layers this run could not set up ({} if none), or why it did not become ready."""
+        if self._ready is None:
+            self._ready = self._read_ready()
+        return self._ready
+
+    def hand_over(self, fds: list[int], problems: dict[str, str]) -> dict | None:
+        """Pass the request to the candidate; a reply instead where the run is not ready as promised."""
+        try:
+            ready = self.wait_ready()
+            if isinstance(ready, str):
+                return self._abandon(ready)
+            if set(ready) - set(problems):
+                return self._abandon(f"a layer failed for this run: {ready}")
+            socket.send_fds(self.channel, [b"run"], fds)
+        except OSError as exc:
+            return self._abandon(f"could not hand the request over: {exc}")
+        finally:
+            for fd in fds:
+                os.close(fd)
+            self.channel.close()
+        return None
+
+    def finish(self, deadline: float) -> dict:
+        """Wait for the run (its init holds the candidate to the wall clock); past ``deadline`` kill it all."""
+        pidfd = os.pidfd_open(self.spawner)
+        try:
+            finished = bool(select.select([pidfd], [], [], max(0.0, deadline - time.monotonic()))[0])
+        finally:
+            os.close(pidfd)
+        if not finished:
+            _kill(self.init_pid)  # PID 1 of the run's namespace: the kernel kills everything else in it
+        os.waitpid(self.spawner, 0)
+        with open(self.status, "rb") as status:
+            report = status.read()
+        return json.loads(report) if report else {"setup_error": "the run's init did not report; it was killed"}
+
+    def _read_ready(self) -> dict | str:
+        problems: dict[str, str] = {}
+        seen: set[str] = set()
+        self.channel.settimeout(READY_S)
+        try:
+            while len(seen) < 2:
+                kind, _, rest = self.channel.recv(65536).decode().partition(" ")
+                if kind == "init":
+                    pid, _, text = rest.partition(" ")
+                    self.init_pid = int(pid)
+                    problems.update(json.loads(text))
+                elif kind == "ready":
+                    problems.update(json.loads(rest))
+                else:
+                    return f"the run's setup failed: {kind} {rest}".strip()
+                seen.add(kind)
+        except (OSError, ValueError) as exc:
+            return f"the run did not become ready: {type(exc).__name__}: {exc}"
+        finally:
+            self.channel.settimeout(None)
+        return problems
+
+    def _abandon(self, why: str) -> dict:
+        _kill(self.init_pid)
+        _kill(self.spawner)
+        os.waitpid(self.spawner, 0)
+        os.close(self.status)
+        return {"setup_error": why}
+
+
+def _spawner_main(channel: socket.socket, status: int, limits: Limits, seccomp_filter: object, worker: int,
+                  layers: frozenset[str]) -> NoReturn:
+    """New user, PID and mount namespaces with a private /tmp; fork the run's init; wait for it."""
+    code = 1
+    try:
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != worker:
+            os._exit(1)
+        problems: dict[str, str] = {}
+        uid, gid = os.getuid(), os.getgid()
+        if "run_namespaces" not in layers:
+            pass
+        elif _LIBC.unshare(_CLONE_NEWUSER | _CLONE_NEWPID | _CLONE_NEWNS) != 0:
+            problems["run_namespaces"] = _errno_text("unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS)")
+        else:
+            problems.update(_private_mounts(uid, gid, "private_tmp" in layers))
+        init = os.fork()
+        if init == 0:
+            _init_main(channel, status, limits, seccomp_filter)
+        os.close(status)
+        channel.send(f"init {init} ".encode() + json.dumps(problems).encode())
+        channel.close()
+        os.waitpid(init, 0)
+        code = 0
+    finally:
+        os._exit(code)
+
+
+def _init_main(channel: socket.socket, status: int, limits: Limits, seccomp_filter: object) -> NoReturn:
+    """PID 1 of the run: fork the candidate, hold it to the wall clock from its start, write how it ended."""
+    code = 1
+    try:
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # as PID 1, ignores every signal from inside the run
+        started_read, started_write = os.pipe()
+        candidate = os.fork()
+        if candidate == 0:
+            os.close(status)
+            os.close(started_read)
+            _candidate_main(channel, started_write, limits, seccomp_filter)
+        channel.close()
+        os.close(started_write)
+        started = os.read(started_read, 1) == b"s"  # empty: the candidate ended before any request
+        pidfd = os.pidfd_open(candidate)
+        timed_out = started and not select.select([pidfd], [], [], limits.timeout_s)[0]
+        if timed_out:
+            os.kill(candidate, signal.SIGKILL)
+        _, wait_status, usage = os.wait4(candidate, 0)
+        ended = {"code": os.waitstatus_to_exitcode(wait_status), "timeout": timed_out,
+                 "cpu_s": usage.ru_utime + usage.ru_stime}
+        _write_all(status, json.dumps(ended).encode())
+        code = 0
+    finally:
+        os._exit(code)
+
+
+def _candidate_main(channel: socket.socket, started: int, limits: Limits, seccomp_filter: object) -> NoReturn:
+    """Confine this process, say ready, receive the request, tell init the clock starts, run the cases, exit."""
+    code = 1
+    try:
+        problems = _confine({channel.fileno(), started}, limits, seccomp_filter)
+        _warm_up()
+        channel.send(b"ready " + json.dumps(problems).encode())
+        message, fds, _, _ = socket.recv_fds(channel, 16, 2)
+        channel.close()
+        os.write(started, b"s")
+        os.close(started)
+        if message == b"run" and len(fds) == 2:
+            request_fd, result_fd = fds
+            with open(request_fd, "rb") as request:
+                source, function, arguments = pickle.load(request)
+            run_cases(source, function, arguments, _emitter(result_fd))
+            code = 0
+    finally:
+        os._exit(code)
+
+
+def _warm_up() -> None:
+    """Touch what a run uses (unpickling, compiling, encoding): its pages become this process's own early."""
+    run_cases(pickle.loads(pickle.dumps("def f(x):\n    return [x, 1.5]\n")), "f", [(1,)], _discard)
+
+
+def _discard(record: dict) -> None:
+    json.dumps(record)
+
+
+def _confine(keep: set[int], limits: Limits, seccomp_filter: object) -> dict[str, str]:
+    """Own session, no inherited fds or privileges, rlimits, seccomp; the layers that failed."""
+    problems: dict[str, str] = {}
+    os.setsid()
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    start = 3
+    for fd in sorted(keep):
+        os.closerange(start, fd)
+        start = fd + 1
+    os.closerange(start, os.sysconf("SC_OPEN_MAX"))
+    os.chdir("/")
+    _set_limits(limits)
+    _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+    if seccomp_filter is not None:
+        try:
+            seccomp_filter.load()  # type: ignore[attr-defined]
+        except OSError as exc:
+            problems["seccomp"] = f"the filter did not load: {exc}"
+    return problems
+
+
+def _set_limits(limits: Limits) -> None:
+    """No core files, bounded file size, CPU seconds, threads, open files and address space."""
+    memory = limits.memory_mb << 20
+    for which, soft, hard in (
+        (resource.RLIMIT_CORE, 0, 0),
+        (resource.RLIMIT_FSIZE, FILE_BYTES, FILE_BYTES),
+        (resource.RLIMIT_CPU, limits.cpu_s, limits.cpu_s + 1),
+        (resource.RLIMIT_NPROC, MAX_THREADS, MAX_THREADS),
+        (resource.RLIMIT_NOFILE, OPEN_FILES, OPEN_FILES),
+        (resource.RLIMIT_AS, memory, memory),
+    ):
+        ceiling = resource.getrlimit(which)[1]
+        if ceiling != resource.RLIM_INFINITY:
+            soft, hard = min(soft, ceiling), min(hard, ceiling)
+        resource.setrlimit(which, (soft, hard))
+
+
+def _emitter(fd: int) -> Callable[[dict], None]:
+    def emit(record: dict) -> None:
+        _write_all(fd, json.dumps(record).encode() + b"\n")
+
+    return emit
+
+
+def _private_mounts(uid: int, gid: int, private_tmp: bool) -> dict[str, str]:
+    """In the run's new namespaces: map its one user; give it an empty /tmp and /dev/shm and hide /proc."""
+    try:
+        for name, text in (("setgroups", "deny"), ("uid_map", f"{UNPRIVILEGED_ID} {uid} 1"),
+                           ("gid_map", f"{UNPRIVILEGED_ID} {gid} 1")):
+            with open(f"/proc/self/{name}", "w") as map_file:
+                map_file.write(text)
+    except OSError as exc:
+        return {"private_tmp": f"could not map the run's user: {exc}"}
+    problems: dict[str, str] = {}
+    if not private_tmp:
+        return problems
+    for target, flags in ((b"/tmp", 0), (b"/dev/shm", 0), (b"/proc", _MS_RDONLY)):
+        if not os.path.isdir(target):
+            continue
+        options = f"size={TMP_BYTES},mode={'1777' if flags == 0 else '0555'}".encode()
+        if _LIBC.mount(b"tmpfs", target, b"tmpfs", _MS_NOSUID | _MS_NODEV | flags, options) != 0:
+            problems["private_tmp"] = _errno_text(f"mount tmpfs on {target.decode()}")
+    return problems
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _drop_root() -> None:
+    os.setgroups([])
+    os.setgid(UNPRIVILEGED_ID)
+    os.setuid(UNPRIVILEGED_ID)
+
+
+def _kill(pid: int) -> None:
+    if pid > 0:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _prctl(option: int, value: int) -> None:
+    if _LIBC.prctl(option, ctypes.c_ulong(value), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)):
+        raise OSError(ctypes.get_errno(), f"prctl({option}) failed")
+
+
+def _errno_text(what: str) -> str:
+    number = ctypes.get_errno()
+    return f"{what} failed: {os.strerror(number)}"
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
