@@ -150,7 +150,8 @@ def test_cpu_limit():
         assert result.status == "timeout" and "CPU" in result.detail
 
 
-def test_candidate_sees_only_its_result_pipe(sandbox):
+def test_candidate_sees_only_its_result_channel(sandbox):
+    """stdin, stdout and stderr on /dev/null, the records memfd and the end pipe: nothing else."""
     source = (
         "import os\n"
         "def f():\n"
@@ -161,7 +162,7 @@ def test_candidate_sees_only_its_result_pipe(sandbox):
         "    return found\n"
     )
     found = ast.literal_eval(sandbox.run(source, "f", CALL).results[0].got)
-    assert found[:3] == [0, 1, 2] and len(found) == 4
+    assert found[:3] == [0, 1, 2] and len(found) == 5
 
 
 def test_environment_is_not_inherited(monkeypatch):

@@ -154,8 +154,7 @@ class Sandbox:
             if exchange is not None and exchange.reply is None and exchange.ended:
                 self._drainer.add(worker, time.monotonic() + self.limits.timeout_s + _GRACE_S)
             else:
-                reply = exchange.reply if exchange is not None else None
-                self._release(worker, healthy=reply is not None and "setup_error" not in reply)
+                self._release(worker, exchange is not None and _healthy(worker, exchange.reply))
         results, end, complete = _judge(exchange.records, cases)
         return _result(cases, results, *self._status(exchange, end, complete))
 
@@ -191,7 +190,8 @@ class Sandbox:
 
     def _start_worker(self) -> tuple[_Worker, dict[str, str]]:
         run_layers = ",".join(sorted(self.layers & RUN_LAYERS))
-        worker = _Worker(lambda fd: view.worker_command(self._bwrap, [*map(str, self.limits), str(fd)], run_layers))
+        worker = _Worker(lambda fd, info_fd: view.worker_command(
+            self._bwrap, [*map(str, self.limits), str(fd)], run_layers, info_fd))
         return worker, worker.wait_ready()
 
     def _acquire(self) -> _Worker:
@@ -313,95 +313,139 @@ class _Waiter:
 
 
 class _Worker:
-    """Pool side of one warm worker process."""
+    """Pool side of one warm worker process, and the channel to the candidate of its prepared run."""
 
-    def __init__(self, command_for: Callable[[int], list[str]]):
+    def __init__(self, command_for: Callable[[int, int], list[str]]):
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.channel: socket.socket | None = None
+        self._view_init: int | None = None  # pidfd of the view's PID 1: killing it ends everything inside
+        info_read, info_write = os.pipe()
+        self._info: int | None = info_read  # where bubblewrap writes the view's PID 1
         with theirs:
             self.proc = subprocess.Popen(
-                command_for(theirs.fileno()),
-                pass_fds=(theirs.fileno(),),
+                command_for(theirs.fileno(), info_write),
+                pass_fds=(theirs.fileno(), info_write),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
                 env={"PATH": os.defpath},
                 start_new_session=True,
             )
+        os.close(info_write)
 
     def wait_ready(self) -> dict[str, str]:
         """Block until the worker has started; the layers it could not set up. RuntimeError if it did not start."""
         self.sock.settimeout(_STARTUP_S)
         try:
-            kind, _, problems = self.sock.recv(65536).partition(b" ")
+            message = self.read_reply()
         except (TimeoutError, OSError):
-            kind, problems = b"", b""
+            message = b""
         self.sock.settimeout(None)
-        if kind != b"ready":
+        kind, _, problems = message.partition(b" ")
+        if kind != b"ready" or self.channel is None:
             self.stop(graceful=False)
             error = self.proc.stderr.read().decode(errors="replace").strip() if self.proc.stderr else ""
-            raise RuntimeError(f"sandbox worker failed to start (exit code {self.proc.poll()}): {error[-2000:]}")
+            why = problems.decode(errors="replace") if kind == b"failed" else error[-2000:]
+            raise RuntimeError(f"sandbox worker failed to start (exit code {self.proc.poll()}): {why}")
         if self.proc.stderr:
             self.proc.stderr.close()
+        self._watch_view()
         return json.loads(problems)
+
+    def _watch_view(self) -> None:
+        """Keep a pidfd of the view's PID 1, which bubblewrap reported before the worker started."""
+        if self._info is None:
+            return
+        os.set_blocking(self._info, False)
+        try:
+            info = json.loads(os.read(self._info, 4096) or b"{}")
+        except (OSError, ValueError):
+            info = {}
+        finally:
+            os.close(self._info)
+            self._info = None
+        if "child-pid" in info:
+            self._view_init = os.pidfd_open(info["child-pid"])
+
+    def read_reply(self) -> bytes:
+        """The worker's next message (empty once it is gone), keeping the prepared run's channel it carries."""
+        message, fds, _, _ = socket.recv_fds(self.sock, 65536, 1)
+        if fds:
+            self.channel = socket.socket(fileno=fds[0])
+        return message
 
     def exchange(self, payload: bytes, wait_s: float, limit: int) -> _Exchange:
         """Run one request: the candidate's records, and the worker's reply unless the records ended first."""
-        read_fd, write_fd = os.pipe()
-        with open(read_fd, "rb", buffering=0) as pipe:
-            try:
-                sent = self._send(payload, write_fd)
-            finally:
-                os.close(write_fd)
-            return self._receive(pipe, time.monotonic() + wait_s, limit) if sent else _Exchange()
+        results_fd = os.memfd_create("sandbox-results")
+        end_read, end_write = os.pipe()
+        try:
+            sent = self._send(payload, results_fd, end_write)
+            os.close(end_write)
+            return self._receive(results_fd, end_read, time.monotonic() + wait_s, limit) if sent else _Exchange()
+        finally:
+            os.close(results_fd)
+            os.close(end_read)
 
     def stop(self, graceful: bool) -> None:
-        """Close the socket (a worker exits when it sees EOF), then make sure the process is gone."""
+        """Close the sockets (a worker exits when it sees EOF), then make sure everything it started is gone."""
         self.sock.close()
+        for fd in (self.channel, self._info):
+            if isinstance(fd, socket.socket):
+                fd.close()
+            elif fd is not None:
+                os.close(fd)
+        self._info = None
         if graceful:
             try:
                 self.proc.wait(timeout=1.0)
             except subprocess.TimeoutExpired:
                 pass
+        if self._view_init is not None:
+            try:
+                signal.pidfd_send_signal(self._view_init, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            os.close(self._view_init)
+            self._view_init = None
         self.proc.kill()
         self.proc.wait()
 
-    def _send(self, payload: bytes, write_fd: int) -> bool:
-        """Pass the worker a memfd holding the request plus the result pipe; False if it is gone."""
+    def _send(self, payload: bytes, results_fd: int, end_write: int) -> bool:
+        """Pass the prepared candidate its request, records memfd and end pipe, and tell the worker; False if gone."""
         request_fd = os.memfd_create("sandbox-request")
+        channel, self.channel = self.channel, None
         try:
             _write_all(request_fd, payload)
             os.lseek(request_fd, 0, os.SEEK_SET)
-            socket.send_fds(self.sock, [b"run"], [request_fd, write_fd])
-        except (BrokenPipeError, ConnectionResetError):
+            if channel is None:
+                return False
+            socket.send_fds(channel, [b"run"], [request_fd, results_fd, end_write])
+            self.sock.send(b"go")
+        except OSError:
             return False
         finally:
             os.close(request_fd)
+            if channel is not None:
+                channel.close()
         return True
 
-    def _receive(self, pipe, deadline: float, limit: int) -> _Exchange:
-        """Read records until an end record (or the pipe closes) and the reply comes, or the deadline passes."""
-        exchange, partial, size = _Exchange(), b"", 0
+    def _receive(self, results_fd: int, end_read: int, deadline: float, limit: int) -> _Exchange:
+        """Wait until the records end (or the candidate is gone) or the worker replies, or the deadline passes."""
+        exchange = _Exchange()
         with selectors.DefaultSelector() as selector:
-            selector.register(pipe, selectors.EVENT_READ)
+            selector.register(end_read, selectors.EVENT_READ)
             selector.register(self.sock, selectors.EVENT_READ)
             while selector.get_map() and (remaining := deadline - time.monotonic()) > 0:
                 for key, _ in selector.select(remaining):
                     if key.fileobj is self.sock:
-                        selector.unregister(self.sock)
-                        message = self.sock.recv(4096)
-                        if not message:
-                            return exchange
-                        exchange.reply = json.loads(message)
-                        continue
-                    chunk = pipe.read(65536)
-                    size += len(chunk)
-                    if not chunk or size > limit:
-                        selector.unregister(pipe)
-                        exchange.overflow = size > limit
-                        continue
-                    *lines, partial = (partial + chunk).split(b"\n")
-                    exchange.records.extend(map(_decode_line, lines))
-                    if any(map(_is_end_record, exchange.records[-len(lines):] if lines else ())):
+                        message = self.read_reply()
+                        exchange.reply = json.loads(message) if message else None
+                        exchange.records, exchange.overflow = _read_records(results_fd, limit)
+                        return exchange
+                    if not os.read(end_read, 64):
+                        selector.unregister(end_read)
+                    exchange.records, exchange.overflow = _read_records(results_fd, limit)
+                    if exchange.overflow or any(map(_is_end_record, exchange.records)):
                         exchange.ended = True
                         return exchange
         return exchange
@@ -466,13 +510,21 @@ class _Drainer:
                         continue
                     worker, _ = waiting.pop(key.fileobj)  # type: ignore[call-overload]
                     selector.unregister(worker.sock)
-                    reply = worker.sock.recv(4096)
-                    self._release(worker, bool(reply) and b"setup_error" not in reply)
+                    self._release(worker, _healthy(worker, worker.read_reply()))
                 now = time.monotonic()
                 for sock in [sock for sock, (_, deadline) in waiting.items() if deadline <= now]:
                     worker, _ = waiting.pop(sock)
                     selector.unregister(sock)
                     self._release(worker, False)
+
+
+def _read_records(fd: int, limit: int) -> tuple[list, bool]:
+    """The complete lines the candidate has written to its records memfd, decoded; and whether it wrote too much."""
+    size = os.fstat(fd).st_size
+    if size > limit:
+        return [], True
+    lines = os.pread(fd, size, 0).split(b"\n")[:-1]  # the last piece is empty or an unfinished line
+    return [_decode_line(line) for line in lines], False
 
 
 def _decode_line(line: bytes) -> object:
@@ -527,6 +579,16 @@ def _is_end_record(record: object) -> bool:
         and record.get("end") in _END_KINDS
         and (record["end"] in ("ok", "memory") or type(record.get("error")) is str)
     )
+
+
+def _healthy(worker: _Worker, reply: dict | bytes | None) -> bool:
+    """Whether a worker may serve again: it replied, without a setup failure, and sent its next run's channel."""
+    if isinstance(reply, bytes):
+        try:
+            reply = json.loads(reply) if reply else None
+        except ValueError:
+            return False
+    return isinstance(reply, dict) and not {"setup_error", "next_error"} & set(reply) and worker.channel is not None
 
 
 def _end_status(end: dict | None, complete: bool) -> tuple[str, str]:

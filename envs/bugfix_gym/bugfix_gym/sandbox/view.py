@@ -41,15 +41,16 @@ def seccomp_module() -> str | None:
     return spec.origin if spec is not None else None
 
 
-def worker_command(bwrap: str | None, worker_args: list[str], run_layers: str) -> list[str]:
-    """The worker's command line: inside the view where ``bwrap`` is given, else a plain interpreter."""
+def worker_command(bwrap: str | None, worker_args: list[str], run_layers: str, info_fd: int) -> list[str]:
+    """The worker's command line: inside the view where ``bwrap`` is given (which writes the view's PID 1 as
+    JSON to ``info_fd``), else a plain interpreter."""
     python = os.path.realpath(sys.executable)
     seccomp = seccomp_module()
     if bwrap is None:
         lib_dir = os.path.dirname(seccomp) if seccomp else ""
         return [python, "-I", "-S", str(WORKER), *worker_args, lib_dir, "0", run_layers]
-    return [*_bwrap_args(bwrap, python, seccomp), python, "-I", "-S", VIEW_WORKER, *worker_args, VIEW_LIB, "1",
-            run_layers]
+    return [*_bwrap_args(bwrap, python, seccomp), "--info-fd", str(info_fd),
+            python, "-I", "-S", VIEW_WORKER, *worker_args, VIEW_LIB, "1", run_layers]
 
 
 def _bwrap_args(bwrap: str, python: str, seccomp: str | None) -> list[str]:

@@ -176,21 +176,24 @@ def main(timeout_s: str, memory_mb: str, cpu_s: str, fd: str, lib_dir: str, in_v
         _prctl(_PR_SET_DUMPABLE, 1)  # so the spawner may write its own /proc/self/uid_map
     with socket.socket(fileno=int(fd)) as sock:
         spare = _Run(limits, seccomp_filter, wanted)
-        started = spare.wait_ready()
-        problems.update(started if isinstance(started, dict) else {"run_setup": str(started)})
-        sock.send(b"ready " + json.dumps(problems).encode())
+        first = spare.wait_ready()
+        if isinstance(first, str):
+            sock.send(b"failed " + first.encode())
+            return
+        problems.update(first)
+        spare.hand_to(sock, b"ready " + json.dumps(problems).encode())
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 2)
         os.close(devnull)
-        while True:
-            message, fds, _, _ = socket.recv_fds(sock, 16, 2)
-            if not message:
-                return
-            run, started_at = spare, time.monotonic()
-            reply = run.hand_over(fds, problems) or run.finish(started_at + limits.timeout_s + BACKSTOP_S)
+        while sock.recv(16) == b"go":  # the pool has just sent the prepared run its request
+            reply = spare.finish(time.monotonic() + limits.timeout_s + BACKSTOP_S)
             spare = _Run(limits, seccomp_filter, wanted)
-            spare.wait_ready()  # reply once the next run is ready: a request never waits for its setup
-            sock.send(json.dumps(reply).encode())
+            ready = spare.wait_ready()
+            if isinstance(ready, str) or set(ready) - set(problems):
+                spare.abandon()
+                sock.send(json.dumps({**reply, "next_error": f"the next run could not be prepared: {ready}"}).encode())
+                return
+            spare.hand_to(sock, json.dumps(reply).encode())  # the reply carries the next run's channel
 
 
 def _seccomp_filter(lib_dir: str, problems: dict[str, str]):
@@ -240,22 +243,10 @@ class _Run:
             self._ready = self._read_ready()
         return self._ready
 
-    def hand_over(self, fds: list[int], problems: dict[str, str]) -> dict | None:
-        """Pass the request to the candidate; a reply instead where the run is not ready as promised."""
-        try:
-            ready = self.wait_ready()
-            if isinstance(ready, str):
-                return self._abandon(ready)
-            if set(ready) - set(problems):
-                return self._abandon(f"a layer failed for this run: {ready}")
-            socket.send_fds(self.channel, [b"run"], fds)
-        except OSError as exc:
-            return self._abandon(f"could not hand the request over: {exc}")
-        finally:
-            for fd in fds:
-                os.close(fd)
-            self.channel.close()
-        return None
+    def hand_to(self, sock: socket.socket, message: bytes) -> None:
+        """Send ``message`` with this run's channel: the pool passes the request straight to the candidate."""
+        socket.send_fds(sock, [message], [self.channel.fileno()])
+        self.channel.close()
 
     def finish(self, deadline: float) -> dict:
         """Wait for the run (its init holds the candidate to the wall clock); past ``deadline`` kill it all."""
@@ -293,12 +284,12 @@ class _Run:
             self.channel.settimeout(None)
         return problems
 
-    def _abandon(self, why: str) -> dict:
+    def abandon(self) -> None:
+        """Kill a run that did not become ready."""
         _kill(self.init_pid)
         _kill(self.spawner)
         os.waitpid(self.spawner, 0)
         os.close(self.status)
-        return {"setup_error": why}
 
 
 def _spawner_main(channel: socket.socket, status: int, limits: Limits, seccomp_filter: object, worker: int,
@@ -358,33 +349,43 @@ def _init_main(channel: socket.socket, status: int, limits: Limits, seccomp_filt
 
 
 def _candidate_main(channel: socket.socket, started: int, limits: Limits, seccomp_filter: object) -> NoReturn:
-    """Confine this process, say ready, receive the request, tell init the clock starts, run the cases, exit."""
+    """Confine this process, say ready, receive the request, tell init the clock starts, run the cases, exit.
+
+    The request brings a memfd holding it, a memfd for the records and a pipe to say they are complete."""
     code = 1
     try:
         problems = _confine({channel.fileno(), started}, limits, seccomp_filter)
         _warm_up()
         channel.send(b"ready " + json.dumps(problems).encode())
-        message, fds, _, _ = socket.recv_fds(channel, 16, 2)
+        message, fds, _, _ = socket.recv_fds(channel, 16, 3)
         channel.close()
         os.write(started, b"s")
         os.close(started)
-        if message == b"run" and len(fds) == 2:
-            request_fd, result_fd = fds
+        if message == b"run" and len(fds) == 3:
+            request_fd, results_fd, end_fd = fds
             with open(request_fd, "rb") as request:
                 source, function, arguments = pickle.load(request)
-            run_cases(source, function, arguments, _emitter(result_fd))
+            run_cases(source, function, arguments, _emitter(results_fd))
+            os.write(end_fd, b"e")
             code = 0
     finally:
         os._exit(code)
 
 
 def _warm_up() -> None:
-    """Touch what a run uses (unpickling, compiling, encoding): its pages become this process's own early."""
-    run_cases(pickle.loads(pickle.dumps("def f(x):\n    return [x, 1.5]\n")), "f", [(1,)], _discard)
-
-
-def _discard(record: dict) -> None:
-    json.dumps(record)
+    """Do once what a run does (read a request from a memfd, compile, call, encode, write): the pages it
+    touches become this process's own before the request, not during it."""
+    source = "def f(x, y=1.5):\n    return [x, {'y': (y, str(x))}]\n"
+    request = os.memfd_create("warm-up")
+    records = os.open(os.devnull, os.O_WRONLY)
+    try:
+        _write_all(request, pickle.dumps((source, "f", [(1,), (2, 2.5)])))
+        os.lseek(request, 0, os.SEEK_SET)
+        with open(request, "rb", closefd=False) as file:
+            run_cases(*pickle.load(file), _emitter(records))
+    finally:
+        os.close(request)
+        os.close(records)
 
 
 def _confine(keep: set[int], limits: Limits, seccomp_filter: object) -> dict[str, str]:
