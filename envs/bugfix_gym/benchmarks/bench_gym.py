@@ -12,15 +12,20 @@ run, with the two sides interleaved where possible; read the ratios, not the raw
    sandbox) and one with the default cache. Only the episodes themselves (start, steps, verifier) are
    timed. "repeated test runs" is the share of test runs identical to an earlier one in the run, i.e.
    what the cache can answer; the speedup grows with it.
-2. Test-run latency: the first family's fixed source on its public + hidden cases, run (a) in process
-   with ``run_in_process`` (no isolation: the floor), (b) through ``Sandbox.run`` on a warm pool and (c)
-   by a brand-new ``python -I -c`` interpreter per call that loads the source and runs the same cases
-   (no limits, no preloaded modules: a lower bound on what a sandbox without a warm pool would cost).
-   The three are called in turn, round after round; the ratios compare medians. The three must agree
-   on every case's outcome, or the benchmark stops.
-3. Concurrency: ``Sandbox.run`` throughput (runs per second) with 1 calling thread and with 4 calling
-   threads on one pool of 2 workers, alternated over five rounds. The ratio is bounded by the worker
-   count and by the CPUs free on the machine.
+2. Test-run latency: the first family's fixed source on its public + hidden cases (fresh state per call),
+   run (a) in process with ``run_in_process`` (no isolation: the floor), (b) in a plain fork of this
+   process per call (no confinement; this process holds torch), (c) through ``Sandbox.run`` with every
+   layer on, (d) through a sandbox with one layer left out, for each layer, and with none, and (e) by a
+   brand-new ``python -I -c`` interpreter per call. All are called
+   in turn, round after round, with 30 ms of quiet after each call (a sandbox prepares its next run after
+   a call; the pause keeps that work out of the next measurement, so every call meets idle CPUs); the
+   ratios compare medians, and a layer's cost is the median with it minus the median without it. Then
+   in process and the sandbox again, each on its own at one call every 20 ms (a steady rate the pool
+   sustains: each run's processes take about 10 ms of CPU to prepare on this 2-core machine).
+   All must agree on every case's outcome, or the benchmark stops.
+3. Concurrency: ``Sandbox.run`` throughput (runs per second, back to back) with 1, 2, 4 and 8 calling
+   threads on one pool, alternated over five rounds, and each count's p50 latency. Bounded by the worker
+   count and by the CPUs free on the machine: each run's processes are prepared after the one before.
 
 ``--seconds`` is the total time budget of the three measurements (interpreter and pool start-up come
 on top); the phases split it 40/30/30.
@@ -49,14 +54,17 @@ from bugfix_gym.env import BugFixGym
 from bugfix_gym.families import FAMILIES
 from bugfix_gym.family import Family
 from bugfix_gym.grammar import format_call
-from bugfix_gym.sandbox import Sandbox, TestCase, run_in_process
+from bugfix_gym.sandbox import LAYERS, Sandbox, TestCase, run_in_fork, run_in_process
 from bugfix_gym.verifiers import hidden_tests
 
 MAX_TURNS = 6
-WORKERS = 2
-THREADS = (1, 4)
+WORKERS = 4
+THREADS = (1, 2, 4, 8)
+LEFT_OUT = ("view", "run_namespaces", "private_tmp", "seccomp")  # "network" comes with the view
 CONCURRENCY_ROUNDS = 5
 MIN_LATENCY_ROUNDS = 20
+SETTLE_S = 0.03
+PACED_S, PACED_CALLS = 0.02, 100  # the paced measurement: one call every 20 ms, half the pool's capacity
 SHARES = {"steps": 0.4, "latency": 0.3, "concurrency": 0.3}
 TEST_MESSAGE = format_call("test")
 FRESH_INTERPRETER = (
@@ -150,13 +158,13 @@ def new_interpreter(source: str, function: str, cases: Sequence[TestCase]) -> st
                           capture_output=True, check=True).stdout.decode()
 
 
-def check_agreement(call: Call, sandbox: Sandbox) -> None:
-    """The three ways of running the cases must report the same outcome for every case."""
-    in_process = [result.passed for result in run_in_process(*call).results]
-    sandboxed = [result.passed for result in sandbox.run(*call).results]
-    fresh = [json.loads(line)["passed"] for line in new_interpreter(*call).splitlines()]
-    if not in_process == sandboxed == fresh:
-        raise RuntimeError(f"runners disagree: in process {in_process}, sandbox {sandboxed}, new interpreter {fresh}")
+def check_agreement(call: Call, runners: dict[str, Callable]) -> None:
+    """Every way of running the cases must report the same outcome for every case."""
+    outcomes = {name: [result.passed for result in runner(*call).results] for name, runner in runners.items()
+                if name != "new_interpreter"}
+    outcomes["new_interpreter"] = [json.loads(line)["passed"] for line in new_interpreter(*call).splitlines()]
+    if len({tuple(outcome) for outcome in outcomes.values()}) != 1:
+        raise RuntimeError(f"runners disagree: {outcomes}")
 
 
 def interleaved_latencies(runners: dict[str, Callable], call: Call, seconds: float) -> dict[str, list[float]]:
@@ -170,6 +178,19 @@ def interleaved_latencies(runners: dict[str, Callable], call: Call, seconds: flo
             start = time.perf_counter()
             runner(*call)
             samples[name].append(time.perf_counter() - start)
+            time.sleep(SETTLE_S)  # a sandbox prepares its next run after each call: let it finish
+
+
+def paced_latencies(runners: dict[str, Callable], call: Call, gap_s: float, calls: int) -> dict[str, list[float]]:
+    """Seconds per call of each runner on its own, one call every ``gap_s``: a steady rate, a warm machine."""
+    samples: dict[str, list[float]] = {name: [] for name in runners}
+    for name, runner in runners.items():
+        for _ in range(calls):
+            start = time.perf_counter()
+            runner(*call)
+            samples[name].append(time.perf_counter() - start)
+            time.sleep(max(0.0, gap_s - (time.perf_counter() - start)))
+    return samples
 
 
 def summary_ms(samples: list[float]) -> dict[str, float]:
@@ -178,50 +199,68 @@ def summary_ms(samples: list[float]) -> dict[str, float]:
 
 
 def measure_latency(call: Call, sandbox: Sandbox, seconds: float) -> dict:
-    check_agreement(call, sandbox)
-    runners = {"in_process": run_in_process, "sandbox": sandbox.run, "new_interpreter": new_interpreter}
-    samples = interleaved_latencies(runners, call, seconds)
+    """Medians of each runner, interleaved, and what each sandbox layer costs."""
+    without = {layer: Sandbox(workers=2, layers=set(LAYERS) - {layer}) for layer in LEFT_OUT}
+    no_layer = Sandbox(workers=2, layers=())
+    try:
+        runners = {"in_process": run_in_process, "fork_per_call": run_in_fork, "sandbox": sandbox.run,
+                   "no_layer": no_layer.run,
+                   **{f"without_{layer}": box.run for layer, box in without.items()},
+                   "new_interpreter": new_interpreter}
+        check_agreement(call, runners)
+        samples = interleaved_latencies(runners, call, seconds)
+    finally:
+        for box in [*without.values(), no_layer]:
+            box.close()
     ms = {name: summary_ms(values) for name, values in samples.items()}
+    median = {name: figures["median"] for name, figures in ms.items()}
+    paced = paced_latencies({"in_process": run_in_process, "sandbox": sandbox.run}, call, PACED_S, PACED_CALLS)
     return {
         "calls_each": len(samples["sandbox"]),
         "ms": ms,
-        "ratio_sandbox_over_in_process": ms["sandbox"]["median"] / ms["in_process"]["median"],
-        "ratio_new_interpreter_over_sandbox": ms["new_interpreter"]["median"] / ms["sandbox"]["median"],
+        "paced_ms": {name: summary_ms(values) for name, values in paced.items()},
+        "layer_cost_ms": {layer: median["sandbox"] - median[f"without_{layer}"] for layer in LEFT_OUT},
+        "ratio_sandbox_over_in_process": median["sandbox"] / median["in_process"],
+        "ratio_sandbox_over_fork_per_call": median["sandbox"] / median["fork_per_call"],
+        "ratio_new_interpreter_over_sandbox": median["new_interpreter"] / median["sandbox"],
     }
 
 
-def run_for(sandbox: Sandbox, call: Call, deadline: float) -> int:
-    """Call ``sandbox.run`` until the deadline; how many calls finished."""
-    calls = 0
+def run_for(sandbox: Sandbox, call: Call, deadline: float) -> list[float]:
+    """Call ``sandbox.run`` back to back until the deadline; the seconds each call took."""
+    took = []
     while time.monotonic() < deadline:
+        start = time.perf_counter()
         sandbox.run(*call)
-        calls += 1
-    return calls
+        took.append(time.perf_counter() - start)
+    return took
 
 
-def throughput(sandbox: Sandbox, call: Call, threads: int, seconds: float) -> tuple[int, float]:
-    """(runs finished, seconds taken) by ``threads`` threads calling the sandbox for ``seconds``."""
+def throughput(sandbox: Sandbox, call: Call, threads: int, seconds: float) -> tuple[list[float], float]:
+    """(seconds of each call, seconds taken) by ``threads`` threads calling the sandbox for ``seconds``."""
     start = time.perf_counter()
     deadline = time.monotonic() + seconds
     with ThreadPoolExecutor(threads) as pool:
-        calls = sum(pool.map(lambda _: run_for(sandbox, call, deadline), range(threads)))
-    return calls, time.perf_counter() - start
+        took = [value for values in pool.map(lambda _: run_for(sandbox, call, deadline), range(threads))
+                for value in values]
+    return took, time.perf_counter() - start
 
 
 def measure_concurrency(call: Call, sandbox: Sandbox, seconds: float) -> dict:
-    """Runs per second for each thread count, the thread counts alternated over a few rounds."""
-    totals = {threads: [0, 0.0] for threads in THREADS}
+    """Runs per second and p50 latency for each thread count, the thread counts alternated over a few rounds."""
+    calls: dict[int, list[float]] = {threads: [] for threads in THREADS}
+    elapsed = dict.fromkeys(THREADS, 0.0)
     for _ in range(CONCURRENCY_ROUNDS):
         for threads in THREADS:
-            calls, elapsed = throughput(sandbox, call, threads, seconds / (CONCURRENCY_ROUNDS * len(THREADS)))
-            totals[threads][0] += calls
-            totals[threads][1] += elapsed
-    rates = {threads: calls / elapsed for threads, (calls, elapsed) in totals.items()}
-    low, high = THREADS
+            took, spent = throughput(sandbox, call, threads, seconds / (CONCURRENCY_ROUNDS * len(THREADS)))
+            calls[threads] += took
+            elapsed[threads] += spent
+    rates = {threads: len(calls[threads]) / elapsed[threads] for threads in THREADS}
     return {
         "workers": WORKERS,
         "runs_per_s": {str(threads): rate for threads, rate in rates.items()},
-        f"ratio_{high}_over_{low}_threads": rates[high] / rates[low],
+        "p50_ms": {str(threads): 1e3 * statistics.median(calls[threads]) for threads in THREADS},
+        f"ratio_{THREADS[-1]}_over_{THREADS[0]}_threads": rates[THREADS[-1]] / rates[THREADS[0]],
     }
 
 
@@ -232,7 +271,8 @@ def benchmark(seconds: float, seed: int) -> dict:
     progress(1, "environment steps, cache off vs default cache", SHARES["steps"] * seconds)
     steps = measure_steps(seed, SHARES["steps"] * seconds)
     with Sandbox(workers=WORKERS) as sandbox:
-        progress(2, f"test-run latency on {family.name}: in process, warm sandbox, new interpreter",
+        progress(2, f"test-run latency on {family.name}: in process, fork, sandbox (each layer left out), "
+                 "new interpreter",
                  SHARES["latency"] * seconds)
         latency = measure_latency(call, sandbox, SHARES["latency"] * seconds)
         progress(3, f"sandbox throughput, {' vs '.join(map(str, THREADS))} threads, {WORKERS} workers",
@@ -252,7 +292,6 @@ def table(results: dict) -> str:
     config, steps, latency, concurrency = (results[key] for key in ("config", "steps", "latency", "concurrency"))
     ms = latency["ms"]
     rates = concurrency["runs_per_s"]
-    low, high = THREADS
     lines = [
         f"BugFix gym benchmark: seed {config['seed']}, budget {config['seconds']:g} s, "
         f"{config['cpus']} CPUs, took {results['elapsed_s']:.1f} s",
@@ -264,15 +303,26 @@ def table(results: dict) -> str:
         f"2. test-run latency: {config['family']}, {config['cases']} cases, {latency['calls_each']} calls each",
         f"   {'':<34}{'median ms':>10}{'p90 ms':>10}",
     ]
-    labels = {"in_process": "in process", "sandbox": "warm sandbox", "new_interpreter": "new python -c interpreter"}
+    labels = {"in_process": "in process", "fork_per_call": "fork per call, no confinement",
+              "sandbox": "sandbox, every layer", "no_layer": "sandbox, no layer (its floor)",
+              **{f"without_{layer}": f"sandbox without {layer}" for layer in LEFT_OUT},
+              "new_interpreter": "new python -c interpreter"}
     lines += [f"   {label:<34}{ms[name]['median']:>10.3f}{ms[name]['p90']:>10.3f}" for name, label in labels.items()]
     lines += [
-        f"   {'ratio warm sandbox / in process':<34}{latency['ratio_sandbox_over_in_process']:>9.0f}x",
+        f"   {'ratio sandbox / in process':<34}{latency['ratio_sandbox_over_in_process']:>9.1f}x",
+        f"   {'ratio sandbox / fork per call':<34}{latency['ratio_sandbox_over_fork_per_call']:>9.2f}x",
         f"   {'ratio new interpreter / sandbox':<34}{latency['ratio_new_interpreter_over_sandbox']:>9.1f}x",
-        f"3. sandbox throughput, {concurrency['workers']} workers",
-        f"   {f'runs/s, {low} thread':<34}{rates[str(low)]:>10.1f}",
-        f"   {f'runs/s, {high} threads':<34}{rates[str(high)]:>10.1f}",
-        f"   {f'ratio {high} threads / {low} thread':<34}{concurrency[f'ratio_{high}_over_{low}_threads']:>9.2f}x",
+        f"   paced, one call every {PACED_S * 1e3:g} ms, {PACED_CALLS} calls: median ms (p90)",
+        *(f"   {f'  {name}':<34}{figures['median']:>10.3f}{figures['p90']:>10.3f}"
+          for name, figures in latency["paced_ms"].items()),
+        "   cost of each layer (median with it - without it, ms):",
+        *(f"   {f'  {layer}':<34}{cost:>10.3f}" for layer, cost in latency["layer_cost_ms"].items()),
+        f"3. sandbox throughput, {concurrency['workers']} workers, calls back to back",
+        f"   {'':<34}{'runs/s':>10}{'p50 ms':>10}",
+        *(f"   {f'{threads} calling thread(s)':<34}{rates[str(threads)]:>10.1f}"
+          f"{concurrency['p50_ms'][str(threads)]:>10.3f}" for threads in THREADS),
+        f"   {f'ratio {THREADS[-1]} threads / {THREADS[0]} thread':<34}"
+        f"{concurrency[f'ratio_{THREADS[-1]}_over_{THREADS[0]}_threads']:>9.2f}x",
     ]
     return "\n".join(lines)
 

@@ -11,7 +11,9 @@ from bugfix_gym.sandbox.pool import (
     Sandbox,
     SandboxUnavailableError,
     TestCase,
+    run_in_fork,
     run_in_process,
 )
 
-__all__ = ["LAYERS", "CaseResult", "RunResult", "Sandbox", "SandboxUnavailableError", "TestCase", "run_in_process"]
+__all__ = ["LAYERS", "CaseResult", "RunResult", "Sandbox", "SandboxUnavailableError", "TestCase", "run_in_fork",
+           "run_in_process"]

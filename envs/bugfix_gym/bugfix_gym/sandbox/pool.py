@@ -253,6 +253,26 @@ def run_in_process(source: str, function: str, cases: Sequence[TestCase]) -> Run
     return _result(cases, results, *_end_status(end, complete))
 
 
+def run_in_fork(source: str, function: str, cases: Sequence[TestCase]) -> RunResult:
+    """Benchmark baseline: a plain fork per call writing its records to a pipe; no confinement, no limits."""
+    cases = tuple(cases)
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_fd)
+        try:
+            run_cases(source, function, [case.args for case in cases],
+                      lambda record: _write_all(write_fd, json.dumps(record).encode() + b"\n"))
+        finally:
+            os._exit(0)
+    os.close(write_fd)
+    with open(read_fd, "rb") as pipe:
+        output = pipe.read()
+    os.waitpid(pid, 0)
+    results, end, complete = _judge([_decode_line(line) for line in output.splitlines()], cases)
+    return _result(cases, results, *_end_status(end, complete))
+
+
 class _Slots:
     """Idle workers (or empty slots, None) handed to waiting callers first come, first served."""
 

@@ -382,7 +382,8 @@ def _warm_up() -> None:
         _write_all(request, pickle.dumps((source, "f", [(1,), (2, 2.5)])))
         os.lseek(request, 0, os.SEEK_SET)
         with open(request, "rb", closefd=False) as file:
-            run_cases(*pickle.load(file), _emitter(records))
+            source, function, arguments = pickle.load(file)
+        run_cases(source, function, arguments, _emitter(records))
     finally:
         os.close(request)
         os.close(records)
