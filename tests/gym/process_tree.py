@@ -49,10 +49,10 @@ def worker_pids():
 
 
 def run_processes_settle(workers):
-    """True once below each of ``workers`` workers is only its prepared next run: spawner, init, candidate."""
+    """True once below each of ``workers`` workers is only its prepared next run: its init and candidate."""
     deadline = time.monotonic() + 5.0
     while time.monotonic() < deadline:
-        if [len(descendants(worker)) for worker in worker_pids()] == [3] * workers:
+        if [len(descendants(worker)) for worker in worker_pids()] == [2] * workers:
             return True
         time.sleep(0.05)
     return False

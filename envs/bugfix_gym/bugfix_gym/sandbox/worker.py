@@ -1,17 +1,19 @@
 """The sandbox worker: serves the pool, preparing one fresh, confined process tree per run ahead of its request.
 
-Started by the pool as ``python -I -S worker.py TIMEOUT_S MEMORY_MB CPU_S SOCKET_FD LIB_DIR IN_VIEW``,
+Started by the pool as ``python -I -S worker.py TIMEOUT_S MEMORY_MB CPU_S SOCKET_FD LIB_DIR IN_VIEW LAYERS``,
 inside the view of :mod:`bugfix_gym.sandbox.view` where bubblewrap runs. Imports only the standard library
 and pyseccomp (from ``LIB_DIR``). Per run, before the request arrives::
 
-    worker ── spawner: new user, PID and mount namespaces, a private empty /tmp
-                └─ init: PID 1 of the run's PID namespace; reports how the candidate ended
-                     └─ candidate: rlimits, no new privileges, seccomp; then receives the request
+    worker ── init: cloned as PID 1 of new user, PID and mount namespaces, with a private empty /tmp;
+                    holds the candidate to the wall clock and reports how it ended
+                 └─ candidate: rlimits, no new privileges, seccomp; then receives the request
 
-The candidate gets the case arguments only, never the expected values, and writes one JSON record per case
-to the pool's result pipe: its return value as plain data (:func:`encode`), or the exception it raised. The
-pool, not the candidate, compares. When the run ends its init dies, and the kernel kills whatever is left in
-its PID namespace: nothing outlives a run, and no run can name, let alone signal, another's processes.
+The worker hands the pool the prepared candidate's channel; the pool sends the request straight to it. The
+candidate gets the case arguments only, never the expected values, and writes one JSON record per case to a
+memfd of the pool's: its return value as plain data (:func:`encode`), or the exception it raised. The pool,
+not the candidate, compares. The run's init holds the candidate to the wall clock; when init ends, the
+kernel kills whatever is left in the run's PID namespace: nothing outlives a run, and no run can name, let
+alone signal, another's processes.
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ _CLONE_THREAD = 0x10000
 _NAMESPACE_FLAGS = (0x20000, 0x2000000, 0x4000000, 0x8000000, 0x10000000, 0x20000000, 0x40000000, 0x80)
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV = 1, 2, 4
 _LIBC = ctypes.CDLL(None, use_errno=True)
+_PYLIBC = ctypes.PyDLL(None, use_errno=True)  # the same C library, called with the GIL held (for clone)
+_SYS_CLONE = {"x86_64": 56, "aarch64": 220}.get(os.uname().machine)
 
 # Denied to candidates with EPERM (clone3 with ENOSYS, so the C library falls back to clone, whose flags
 # the filter can read): new processes and programs, namespaces and mounts, other processes' memory, and
@@ -173,7 +177,7 @@ def main(timeout_s: str, memory_mb: str, cpu_s: str, fd: str, lib_dir: str, in_v
     gc.freeze()  # forked runs share these objects' pages instead of copying them when the collector runs
     if os.geteuid() == 0:  # nothing past this point runs as root
         _drop_root()
-        _prctl(_PR_SET_DUMPABLE, 1)  # so the spawner may write its own /proc/self/uid_map
+        _prctl(_PR_SET_DUMPABLE, 1)  # so a run's init may write its own /proc/self/uid_map
     with socket.socket(fileno=int(fd)) as sock:
         spare = _Run(limits, seccomp_filter, wanted)
         first = spare.wait_ready()
@@ -219,22 +223,24 @@ def _seccomp_filter(lib_dir: str, problems: dict[str, str]):
 
 
 class _Run:
-    """One prepared run: spawner, init and candidate, forked and confined before any request exists."""
+    """One prepared run: its init and its candidate, forked and confined before any request exists."""
 
     def __init__(self, limits: Limits, seccomp_filter: object, layers: frozenset[str]):
         self.limits = limits
         self.channel, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         status_read, status_write = os.pipe()
-        worker = os.getpid()
-        self.spawner = os.fork()
-        if self.spawner == 0:
+        uid, gid = os.getuid(), os.getgid()
+        self.init_pid, problem = _start_init("run_namespaces" in layers)
+        if self.init_pid == 0:
             self.channel.close()
             os.close(status_read)
-            _spawner_main(theirs, status_write, limits, seccomp_filter, worker, layers)
+            problems = {"run_namespaces": problem} if problem else {}
+            if "run_namespaces" in layers and not problem:
+                problems.update(_private_mounts(uid, gid, "private_tmp" in layers))
+            _init_main(theirs, status_write, limits, seccomp_filter, problems)
         theirs.close()
         os.close(status_write)
         self.status = status_read
-        self.init_pid = 0
         self._ready: dict | str | None = None
 
     def wait_ready(self) -> dict | str:
@@ -250,14 +256,14 @@ class _Run:
 
     def finish(self, deadline: float) -> dict:
         """Wait for the run (its init holds the candidate to the wall clock); past ``deadline`` kill it all."""
-        pidfd = os.pidfd_open(self.spawner)
+        pidfd = os.pidfd_open(self.init_pid)
         try:
             finished = bool(select.select([pidfd], [], [], max(0.0, deadline - time.monotonic()))[0])
         finally:
             os.close(pidfd)
         if not finished:
             _kill(self.init_pid)  # PID 1 of the run's namespace: the kernel kills everything else in it
-        os.waitpid(self.spawner, 0)
+        os.waitpid(self.init_pid, 0)
         with open(self.status, "rb") as status:
             report = status.read()
         return json.loads(report) if report else {"setup_error": "the run's init did not report; it was killed"}
@@ -269,11 +275,7 @@ class _Run:
         try:
             while len(seen) < 2:
                 kind, _, rest = self.channel.recv(65536).decode().partition(" ")
-                if kind == "init":
-                    pid, _, text = rest.partition(" ")
-                    self.init_pid = int(pid)
-                    problems.update(json.loads(text))
-                elif kind == "ready":
+                if kind in ("init", "ready"):
                     problems.update(json.loads(rest))
                 else:
                     return f"the run's setup failed: {kind} {rest}".strip()
@@ -287,45 +289,33 @@ class _Run:
     def abandon(self) -> None:
         """Kill a run that did not become ready."""
         _kill(self.init_pid)
-        _kill(self.spawner)
-        os.waitpid(self.spawner, 0)
+        os.waitpid(self.init_pid, 0)
         os.close(self.status)
 
 
-def _spawner_main(channel: socket.socket, status: int, limits: Limits, seccomp_filter: object, worker: int,
-                  layers: frozenset[str]) -> NoReturn:
-    """New user, PID and mount namespaces with a private /tmp; fork the run's init; wait for it."""
-    code = 1
-    try:
-        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != worker:
-            os._exit(1)
-        problems: dict[str, str] = {}
-        uid, gid = os.getuid(), os.getgid()
-        if "run_namespaces" not in layers:
-            pass
-        elif _LIBC.unshare(_CLONE_NEWUSER | _CLONE_NEWPID | _CLONE_NEWNS) != 0:
-            problems["run_namespaces"] = _errno_text("unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS)")
-        else:
-            problems.update(_private_mounts(uid, gid, "private_tmp" in layers))
-        init = os.fork()
-        if init == 0:
-            _init_main(channel, status, limits, seccomp_filter)
-        os.close(status)
-        channel.send(f"init {init} ".encode() + json.dumps(problems).encode())
-        channel.close()
-        os.waitpid(init, 0)
-        code = 0
-    finally:
-        os._exit(code)
+def _start_init(namespaces: bool) -> tuple[int, str]:
+    """Fork the run's init, as PID 1 of new user, PID and mount namespaces where asked and possible: like
+    ``os.fork`` (0 in the child), plus why there are no namespaces, if so. One clone: no process in between."""
+    if not namespaces:
+        return os.fork(), ""
+    if _SYS_CLONE is None:
+        return os.fork(), f"no clone syscall number known for {os.uname().machine}"
+    flags = _CLONE_NEWUSER | _CLONE_NEWPID | _CLONE_NEWNS | signal.SIGCHLD
+    pid = _PYLIBC.syscall(_SYS_CLONE, flags, 0, 0, 0, 0)  # the child starts as a copy, as after fork
+    if pid >= 0:
+        return pid, ""
+    why = _errno_text("clone(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS)")
+    return os.fork(), why
 
 
-def _init_main(channel: socket.socket, status: int, limits: Limits, seccomp_filter: object) -> NoReturn:
+def _init_main(channel: socket.socket, status: int, limits: Limits, seccomp_filter: object,
+               problems: dict[str, str]) -> NoReturn:
     """PID 1 of the run: fork the candidate, hold it to the wall clock from its start, write how it ended."""
     code = 1
     try:
         _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         signal.signal(signal.SIGINT, signal.SIG_DFL)  # as PID 1, ignores every signal from inside the run
+        channel.send(b"init " + json.dumps(problems).encode())
         started_read, started_write = os.pipe()
         candidate = os.fork()
         if candidate == 0:
