@@ -6,8 +6,9 @@ only built-in values, and the comparison looks at ``type`` before any ``==``.
 
 from __future__ import annotations
 
+from bugfix_gym.sandbox.worker import MAX_DEPTH
+
 _SEQUENCES = {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}
-MAX_DEPTH = 100
 
 
 def decode(node: object, depth: int = 0) -> object:

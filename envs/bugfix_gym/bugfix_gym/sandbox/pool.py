@@ -27,7 +27,7 @@ from typing import Callable, Iterable, Sequence
 from agentrl_plugins.errors import UnknownNameError
 
 from bugfix_gym.sandbox import plain_data, view
-from bugfix_gym.sandbox.worker import RUN_LAYERS, Limits, run_cases, short_repr
+from bugfix_gym.sandbox.worker import RUN_LAYERS, Limits, emitter, run_cases, short_repr, write_all
 
 LAYERS = {
     "view": "a bubblewrap view: read-only system and Python, no installed package, host file or host socket",
@@ -261,8 +261,7 @@ def run_in_fork(source: str, function: str, cases: Sequence[TestCase]) -> RunRes
     if pid == 0:
         os.close(read_fd)
         try:
-            run_cases(source, function, [case.args for case in cases],
-                      lambda record: _write_all(write_fd, json.dumps(record).encode() + b"\n"))
+            run_cases(source, function, [case.args for case in cases], emitter(write_fd))
         finally:
             os._exit(0)
     os.close(write_fd)
@@ -435,7 +434,7 @@ class _Worker:
         request_fd = os.memfd_create("sandbox-request")
         channel, self.channel = self.channel, None
         try:
-            _write_all(request_fd, payload)
+            write_all(request_fd, payload)
             os.lseek(request_fd, 0, os.SEEK_SET)
             if channel is None:
                 return False
@@ -632,7 +631,7 @@ def _result(cases: tuple[TestCase, ...], results: dict, status: str, detail: str
 
 
 def _describe(missing: dict[str, str], lead: str) -> str:
-    lines = [f"- {name} ({LAYERS.get(name, 'a run could not be set up')}): {why}" for name, why in missing.items()]
+    lines = [f"- {name} ({LAYERS[name]}): {why}" for name, why in missing.items()]
     return f"sandbox: {lead} {len(missing)} layer(s):\n" + "\n".join(lines)
 
 
@@ -641,9 +640,3 @@ def _signal_name(number: int) -> str:
         return signal.Signals(number).name
     except ValueError:
         return f"signal {number}"
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view_ = memoryview(data)
-    while view_:
-        view_ = view_[os.write(fd, view_) :]

@@ -226,7 +226,6 @@ class _Run:
     """One prepared run: its init and its candidate, forked and confined before any request exists."""
 
     def __init__(self, limits: Limits, seccomp_filter: object, layers: frozenset[str]):
-        self.limits = limits
         self.channel, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         status_read, status_write = os.pipe()
         uid, gid = os.getuid(), os.getgid()
@@ -332,7 +331,7 @@ def _init_main(channel: socket.socket, status: int, limits: Limits, seccomp_filt
         _, wait_status, usage = os.wait4(candidate, 0)
         ended = {"code": os.waitstatus_to_exitcode(wait_status), "timeout": timed_out,
                  "cpu_s": usage.ru_utime + usage.ru_stime}
-        _write_all(status, json.dumps(ended).encode())
+        write_all(status, json.dumps(ended).encode())
         code = 0
     finally:
         os._exit(code)
@@ -355,7 +354,7 @@ def _candidate_main(channel: socket.socket, started: int, limits: Limits, seccom
             request_fd, results_fd, end_fd = fds
             with open(request_fd, "rb") as request:
                 source, function, arguments = pickle.load(request)
-            run_cases(source, function, arguments, _emitter(results_fd))
+            run_cases(source, function, arguments, emitter(results_fd))
             os.write(end_fd, b"e")
             code = 0
     finally:
@@ -369,11 +368,11 @@ def _warm_up() -> None:
     request = os.memfd_create("warm-up")
     records = os.open(os.devnull, os.O_WRONLY)
     try:
-        _write_all(request, pickle.dumps((source, "f", [(1,), (2, 2.5)])))
+        write_all(request, pickle.dumps((source, "f", [(1,), (2, 2.5)])))
         os.lseek(request, 0, os.SEEK_SET)
         with open(request, "rb", closefd=False) as file:
             source, function, arguments = pickle.load(file)
-        run_cases(source, function, arguments, _emitter(records))
+        run_cases(source, function, arguments, emitter(records))
     finally:
         os.close(request)
         os.close(records)
@@ -420,9 +419,11 @@ def _set_limits(limits: Limits) -> None:
         resource.setrlimit(which, (soft, hard))
 
 
-def _emitter(fd: int) -> Callable[[dict], None]:
+def emitter(fd: int) -> Callable[[dict], None]:
+    """A writer of JSON lines (one record each) to ``fd``."""
+
     def emit(record: dict) -> None:
-        _write_all(fd, json.dumps(record).encode() + b"\n")
+        write_all(fd, json.dumps(record).encode() + b"\n")
 
     return emit
 
@@ -448,7 +449,8 @@ def _private_mounts(uid: int, gid: int, private_tmp: bool) -> dict[str, str]:
     return problems
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to ``fd``."""
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
