@@ -48,11 +48,13 @@ def worker_pids():
             if _is_worker_code(pid) and not _is_worker_code((proc_stat(pid) or (0, 0))[0])}
 
 
-def run_processes_settle(workers):
-    """True once below each of ``workers`` workers is only its prepared next run: its init and candidate."""
+def run_processes_settle():
+    """True once below every worker of this test process is only its prepared next run: its init and candidate.
+
+    Workers are listed afresh each time: one of a sandbox another test left behind may exit meanwhile."""
     deadline = time.monotonic() + 5.0
     while time.monotonic() < deadline:
-        if [len(descendants(worker)) for worker in worker_pids()] == [2] * workers:
+        if all(len(descendants(worker)) == 2 for worker in worker_pids()):
             return True
         time.sleep(0.05)
     return False

@@ -68,7 +68,7 @@ def assert_healthy(box):
         result = box.run(ADD, "add", ADD_CASES)
         assert result.status == "ok", result
         assert [r.passed for r in result.results] == [True, True, False]
-    assert run_processes_settle(len(worker_pids()))  # the prepared next run, nothing else
+    assert run_processes_settle()  # the prepared next run, nothing else
 
 
 def test_passing_and_failing_cases(sandbox):
@@ -214,7 +214,7 @@ def test_expected_values_never_leave_the_pool(sandbox):
               "    return [o for o in gc.get_objects() if type(o) is str and o.startswith('expected-')]\n")
     result = sandbox.run(source, "f", [Case(("x",), [marker], hidden=True)])
     assert result.status == "ok" and result.results[0].got == "[]"
-    run_processes_settle(2)
+    run_processes_settle()
     for worker in worker_pids():
         for pid in [worker, *descendants(worker)]:
             assert marker.encode() not in _memory(pid)
