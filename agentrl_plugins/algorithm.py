@@ -1,4 +1,5 @@
-"""The recipe's algorithm, resolved once from the registries: advantages with compact filtering, and corrections.
+"""The recipe's algorithm, resolved once from the registries: advantages with compact filtering, the correction
+and the policy loss.
 
 Adapters call this instead of re-implementing the math, so every framework
 trains on the same numbers.
@@ -7,6 +8,7 @@ trains on the same numbers.
 from __future__ import annotations
 
 import inspect
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -16,11 +18,18 @@ from torch import Tensor
 from agentrl_plugins.algorithms.aggregation import aggregate_loss
 from agentrl_plugins.algorithms.corrections import CorrectionResult
 from agentrl_plugins.algorithms.filtering import compact_filter
-from agentrl_plugins.algorithms.policy_loss import SurrogateResult, clipped_surrogate
+from agentrl_plugins.algorithms.policy_loss import PolicyLossInputs, PolicyLossResult
+from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.recipe_schema import Recipe
 
 CORRECTION_PARAMETERS = ("cap", "low", "high")
 """The recipe's correction parameters; each correction takes the ones its signature names."""
+LOSS_PARAMETERS = ("clip_low", "clip_high", "clip_c")
+"""The recipe's policy-loss parameters; each policy loss takes the ones its signature names."""
+
+
+class UnusedSettingWarning(UserWarning):
+    """A recipe sets a value its components do not use."""
 
 
 @dataclass(frozen=True)
@@ -37,11 +46,12 @@ class Advantages:
 
 @dataclass(frozen=True)
 class RecipeAlgorithm:
-    """The estimator and correction a recipe names, with the recipe's filter and correction settings."""
+    """The estimator, correction and policy loss a recipe names, with the recipe's settings for each."""
 
     recipe: Recipe
     estimator: Callable[..., Tensor]
     correction: Callable[..., CorrectionResult]
+    policy: Callable[..., PolicyLossResult]
 
     @classmethod
     def from_recipe(cls, recipe: Recipe, plugin_manager: Any = None) -> RecipeAlgorithm:
@@ -49,11 +59,17 @@ class RecipeAlgorithm:
             from agentrl_plugins.plugins import get_plugin_manager
 
             plugin_manager = get_plugin_manager()
-        return cls(
+        algorithm = cls(
             recipe,
             plugin_manager.get("advantage", recipe.advantage.estimator).compute,
             plugin_manager.get("correction", recipe.correction.name).compute,
+            plugin_manager.get("policy_loss", recipe.loss.policy).compute,
         )
+        if recipe.loss.clip_c is not None and "clip_c" not in algorithm.loss_params():  # the one optional key
+            warnings.warn(f"{recipe.name}: loss.clip_c = {recipe.loss.clip_c!r} has no effect with loss.policy = "
+                          f"{recipe.loss.policy!r}, which takes {', '.join(algorithm.loss_params())}",
+                          UnusedSettingWarning, stacklevel=2)
+        return algorithm
 
     def valid(self, terminations: Sequence[str]) -> Tensor:
         """True for trajectories that stay in the loss after compact filtering."""
@@ -75,18 +91,44 @@ class RecipeAlgorithm:
         """Per-token weights for the sampler/learner mismatch; the recipe's cap/low/high go to whichever it takes."""
         return self.correction(learner_logp, sampler_logp, mask, **self.correction_params())
 
-    def surrogate(self, logprobs: Tensor, old_logprobs: Tensor, advantages: Tensor, mask: Tensor,
-                  weights: Tensor | None = None) -> SurrogateResult:
-        """The clipped surrogate per token with the recipe's clip range and dual clip, and the correction's
-        ``weights``."""
-        loss = self.recipe.loss
-        return clipped_surrogate(logprobs, old_logprobs, advantages, mask, clip_low=loss.clip_low,
-                                 clip_high=loss.clip_high, clip_c=loss.clip_c, weights=weights)
+    def loss_params(self) -> dict[str, Any]:
+        """The recipe's ``loss.clip_low``/``clip_high``/``clip_c`` that the policy loss takes, by name."""
+        accepted = inspect.signature(self.policy).parameters
+        return {key: getattr(self.recipe.loss, key) for key in LOSS_PARAMETERS if key in accepted}
+
+    def policy_loss(self, logprobs: Tensor, old_logprobs: Tensor, advantages: Tensor, mask: Tensor,
+                    weights: Tensor | None = None, sampler_logprobs: Tensor | None = None) -> PolicyLossResult:
+        """The recipe's policy loss per token, with its parameters and the correction's ``weights``; advantages
+        [B] (one per trajectory) or [B, T]. The result is checked: a loss of the wrong shape, not finite on the
+        mask, or figures that are not plain numbers is an error naming the plugin."""
+        inputs = PolicyLossInputs(
+            logp=logprobs, old_logp=old_logprobs,
+            sampler_logp=old_logprobs if sampler_logprobs is None else sampler_logprobs,
+            advantages=(advantages[:, None] if advantages.dim() == 1 else advantages).expand_as(logprobs),
+            mask=mask, weights=torch.ones_like(logprobs) if weights is None else weights.detach())
+        return self._checked(self.policy(inputs, **self.loss_params()), logprobs, mask)
+
+    def _checked(self, result: Any, logprobs: Tensor, mask: Tensor) -> PolicyLossResult:
+        name = f"policy loss {self.recipe.loss.policy!r}"
+        if not isinstance(result, PolicyLossResult):
+            raise AgentRLError(f"{name} returned {type(result).__name__}, not a PolicyLossResult")
+        loss = result.per_token_loss
+        if not isinstance(loss, Tensor) or loss.shape != logprobs.shape:
+            raise AgentRLError(f"{name}: per_token_loss must be a tensor of the log-probs' shape "
+                               f"{tuple(logprobs.shape)}, got {getattr(loss, 'shape', type(loss).__name__)}")
+        if not bool(torch.isfinite(torch.where(mask.to(torch.bool), loss, 0.0)).all()):
+            raise AgentRLError(f"{name}: per_token_loss is not finite on the loss mask")
+        figures = result.metrics
+        if not isinstance(figures.get("clip_fraction"), float) or not all(
+                isinstance(value, float) for value in figures.values()):
+            raise AgentRLError(f"{name}: metrics must be plain floats with 'clip_fraction' among them, got "
+                               f"{ {key: type(value).__name__ for key, value in figures.items()} }")
+        return result
 
     def loss(self, logprobs: Tensor, old_logprobs: Tensor, advantages: Tensor, mask: Tensor,
              weights: Tensor | None = None) -> Tensor:
-        """The recipe's whole policy loss on one batch: the surrogate, aggregated as ``loss.aggregation`` says (a
-        framework with its own micro-batch denominators aggregates :meth:`surrogate` itself)."""
-        per_token = self.surrogate(logprobs, old_logprobs, advantages, mask, weights).per_token_loss
+        """The recipe's whole policy loss on one batch: :meth:`policy_loss`, aggregated as ``loss.aggregation``
+        says (a framework with its own micro-batch denominators aggregates :meth:`policy_loss` itself)."""
+        per_token = self.policy_loss(logprobs, old_logprobs, advantages, mask, weights).per_token_loss
         loss = self.recipe.loss
         return aggregate_loss(per_token, mask, loss.aggregation, norm_constant=loss.norm_constant)

@@ -77,6 +77,19 @@ class Correction(Component):
 
 
 @dataclass(frozen=True)
+class PolicyLoss(Component):
+    """``compute(inputs, **params) -> PolicyLossResult``: per-token loss terms from a
+    :class:`~agentrl_plugins.algorithms.policy_loss.PolicyLossInputs`; ``params`` are the recipe's ``loss.clip_low``,
+    ``clip_high`` and ``clip_c``, each passed when the signature names it."""
+
+    name: str
+    compute: Callable[..., Any]
+    description: str
+    kind: ClassVar[str] = "policy_loss"
+    hook: ClassVar[str] = "agentrl_register_policy_losses"
+
+
+@dataclass(frozen=True)
 class RecipeFile(Component):
     """A recipe data file (TOML) on disk."""
 
@@ -121,5 +134,6 @@ class Model(Component):
 
 
 KINDS: dict[str, type[Component]] = {
-    cls.kind: cls for cls in (Environment, Verifier, AdvantageEstimator, Correction, RecipeFile, Adapter, Model)
+    cls.kind: cls for cls in (Environment, Verifier, AdvantageEstimator, Correction, PolicyLoss, RecipeFile,
+                                Adapter, Model)
 }

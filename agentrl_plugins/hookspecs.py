@@ -18,12 +18,22 @@ from typing import Any, Callable
 import pluggy
 import typer
 
-from agentrl_plugins.components import Adapter, AdvantageEstimator, Correction, Environment, Model, RecipeFile, Verifier
+from agentrl_plugins.components import (
+    Adapter,
+    AdvantageEstimator,
+    Correction,
+    Environment,
+    Model,
+    PolicyLoss,
+    RecipeFile,
+    Verifier,
+)
 from agentrl_plugins.types import Trajectory
 
 PROJECT = "agentrl"
-HOOK_CONTRACT_VERSION = "1.1"
-"""The version of the hook contract below (1.0: the first wave; 1.1 adds ``agentrl_register_models``)."""
+HOOK_CONTRACT_VERSION = "1.2"
+"""The version of the hook contract below (1.0: the first wave; 1.1 adds ``agentrl_register_models``; 1.2 adds
+``agentrl_register_policy_losses``)."""
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
@@ -61,6 +71,17 @@ def agentrl_register_corrections(register: Callable[[Correction], None]) -> None
 
     - ``register``: call ``register(Correction(name, compute, description))`` once per correction;
       ``compute(learner_logp, sampler_logp, mask, **params) -> CorrectionResult``.
+    """
+
+
+@hookspec
+def agentrl_register_policy_losses(register: Callable[[PolicyLoss], None]) -> None:
+    """Register policy losses a recipe's ``loss.policy`` can name (since contract 1.2).
+
+    - ``register``: call ``register(PolicyLoss(name, compute, description))`` once per loss;
+      ``compute(inputs, **params) -> PolicyLossResult`` gives per-token loss terms for a
+      :class:`~agentrl_plugins.algorithms.policy_loss.PolicyLossInputs`, and ``params`` are the recipe's
+      ``loss.clip_low``, ``clip_high`` and ``clip_c`` its signature names.
     """
 
 

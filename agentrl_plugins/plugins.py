@@ -32,6 +32,7 @@ EVENT_HOOKS = ("agentrl_episode_end", "agentrl_step_end")
 DEFAULT_PLUGINS = (
     "agentrl_plugins.default_plugins.advantages",
     "agentrl_plugins.default_plugins.corrections",
+    "agentrl_plugins.default_plugins.policy_losses",
     "agentrl_plugins.default_plugins.recipes",
 )
 

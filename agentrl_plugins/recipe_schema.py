@@ -33,6 +33,7 @@ class AdvantageSection:
 
 @dataclass
 class LossSection:
+    policy: str = "ppo_clip"
     aggregation: LossAggregation = "token-mean"
     norm_constant: Optional[int] = None
     clip_low: float = 0.2

@@ -12,7 +12,14 @@ from agentrl_plugins.algorithms.corrections import (
 )
 from agentrl_plugins.algorithms.filtering import COMPACT_FILTER_REASONS, TERMINATION_REASONS, compact_filter
 from agentrl_plugins.algorithms.lr_schedule import LR_SCHEDULES, lr_multiplier
-from agentrl_plugins.algorithms.policy_loss import SurrogateResult, clipped_surrogate
+from agentrl_plugins.algorithms.policy_loss import (
+    PolicyLossInputs,
+    PolicyLossResult,
+    cispo,
+    clipped_surrogate,
+    gspo,
+    ppo_clip,
+)
 
 __all__ = [
     "COMPACT_FILTER_REASONS",
@@ -20,16 +27,20 @@ __all__ = [
     "LR_SCHEDULES",
     "TERMINATION_REASONS",
     "CorrectionResult",
-    "SurrogateResult",
+    "PolicyLossInputs",
+    "PolicyLossResult",
     "aggregate_loss",
+    "cispo",
     "clipped_surrogate",
     "compact_filter",
     "dr_grpo",
     "geometric_sequence_mask",
     "grpo",
+    "gspo",
     "icepop",
     "lr_multiplier",
     "none",
+    "ppo_clip",
     "rloo",
     "sequence_tis",
     "token_tis",

@@ -1,20 +1,40 @@
-"""The PPO / DAPO clipped surrogate per token, with optional dual clip and correction weights."""
+"""Policy losses per token: the PPO / DAPO clipped surrogate (``ppo_clip``), GSPO's sequence ratio and CISPO's
+clipped importance weight. Each takes a :class:`PolicyLossInputs` and the recipe's loss parameters it names, and
+returns per-token loss terms; the recipe's aggregation reduces them (:mod:`agentrl_plugins.algorithms.aggregation`).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
 
+LOG_RATIO_BOUND = 20.0
+"""Log-ratios are clamped to [-20, 20] before ``exp``, as verl and OpenRLHF do for the token ratio."""
+
 
 @dataclass(frozen=True)
-class SurrogateResult:
-    """Per-token loss [B, T] (0 off the mask) and the shares of masked-in tokens where each clip binds."""
+class PolicyLossInputs:
+    """One batch as every policy loss sees it, each tensor [B, T]: the learner's log-probs (with gradient), the
+    log-probs before the update (``old``) and the sampler's, per-token advantages, the loss mask and the
+    correction's per-token weights (detached; ones without a correction)."""
+
+    logp: Tensor
+    old_logp: Tensor
+    sampler_logp: Tensor
+    advantages: Tensor
+    mask: Tensor
+    weights: Tensor
+
+
+@dataclass(frozen=True)
+class PolicyLossResult:
+    """Per-token loss terms [B, T] (0 off the mask) and figures over the masked-in tokens; ``clip_fraction``
+    (the share of tokens whose update the loss's clip limits) is always among them."""
 
     per_token_loss: Tensor
-    clip_fraction: float
-    dual_clip_fraction: float
+    metrics: dict[str, float] = field(default_factory=dict)
 
 
 def clip_binds(ratio: Tensor, advantages: Tensor, clip_low: float, clip_high: float) -> Tensor:
@@ -22,6 +42,14 @@ def clip_binds(ratio: Tensor, advantages: Tensor, clip_low: float, clip_high: fl
     negative, or above ``1 + clip_high`` where it is positive (``advantages`` broadcasts against ``ratio``).
     The ``clip_fraction`` figure of every framework is its share of the loss tokens."""
     return ((ratio < 1 - clip_low) & (advantages < 0)) | ((ratio > 1 + clip_high) & (advantages > 0))
+
+
+def _share(hit: Tensor, on: Tensor) -> float:
+    return ((hit & on).sum() / on.sum().clamp(min=1)).item()
+
+
+def _clipped(ratio: Tensor, advantages: Tensor, clip_low: float, clip_high: float) -> Tensor:
+    return torch.maximum(-advantages * ratio, -advantages * ratio.clamp(1 - clip_low, 1 + clip_high))
 
 
 def clipped_surrogate(
@@ -34,23 +62,21 @@ def clipped_surrogate(
     clip_high: float = 0.28,
     clip_c: float | None = None,
     weights: Tensor | None = None,
-) -> SurrogateResult:
+) -> PolicyLossResult:
     """loss = -min(r*A, clip(r, 1 - clip_low, 1 + clip_high)*A), r = exp(clamp(logp - old_logp, -20, 20)).
 
     With ``clip_c``, tokens with A < 0 take min(loss, -clip_c*A) (dual clip). The loss is then
     multiplied by the detached ``weights``. Same per-token numbers as verl 0.9.1
     ``compute_policy_loss_vanilla`` (which always dual-clips, ``clip_ratio_c`` 3.0) and its
-    ``pg_clipfrac`` / ``pg_clipfrac_lower``, whose denominators add 1e-8 to the token count.
+    ``pg_clipfrac`` / ``pg_clipfrac_lower`` (``clip_fraction``, ``dual_clip_fraction``), whose denominators add
+    1e-8 to the token count.
     """
     if clip_c is not None and clip_c <= 1.0:
         raise ValueError(f"clip_c must be greater than 1, got {clip_c}")
     on = mask.to(torch.bool)
     adv = advantages.unsqueeze(-1) if advantages.dim() == 1 else advantages
-    ratio = (logp - old_logp).clamp(-20.0, 20.0).exp()
-    unclipped = -adv * ratio
-    clipped = -adv * ratio.clamp(1 - clip_low, 1 + clip_high)
-    loss = torch.maximum(unclipped, clipped)
-    clip_hit = clip_binds(ratio, adv, clip_low, clip_high)
+    ratio = (logp - old_logp).clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND).exp()
+    loss = _clipped(ratio, adv, clip_low, clip_high)
     dual_hit = torch.zeros_like(on)
     if clip_c is not None:
         bound = -adv * clip_c
@@ -58,9 +84,50 @@ def clipped_surrogate(
         loss = torch.where(adv < 0, torch.minimum(loss, bound), loss)
     if weights is not None:
         loss = loss * weights.detach()
-    count = on.sum().clamp(min=1)
-    return SurrogateResult(
-        per_token_loss=torch.where(on, loss, 0.0),
-        clip_fraction=((clip_hit & on).sum() / count).item(),
-        dual_clip_fraction=((dual_hit & on).sum() / count).item(),
-    )
+    return PolicyLossResult(torch.where(on, loss, 0.0), {
+        "clip_fraction": _share(clip_binds(ratio, adv, clip_low, clip_high), on),
+        "dual_clip_fraction": _share(dual_hit, on),
+    })
+
+
+def ppo_clip(inputs: PolicyLossInputs, *, clip_low: float, clip_high: float, clip_c: float | None) -> PolicyLossResult:
+    """The clipped token surrogate with the recipe's clip range and dual clip (:func:`clipped_surrogate`)."""
+    return clipped_surrogate(inputs.logp, inputs.old_logp, inputs.advantages, inputs.mask, clip_low=clip_low,
+                             clip_high=clip_high, clip_c=clip_c, weights=inputs.weights)
+
+
+def sequence_log_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor) -> Tensor:
+    """Per row, the mean over its masked-in tokens of logp - old_logp: log of GSPO's s_i (0 for an empty row)."""
+    m = mask.to(logp.dtype)
+    return (torch.where(mask.to(torch.bool), logp - old_logp, 0.0) * m).sum(-1) / m.sum(-1).clamp(min=1)
+
+
+def gspo(inputs: PolicyLossInputs, *, clip_low: float, clip_high: float) -> PolicyLossResult:
+    """GSPO, the token variant (Zheng et al. 2025): s_i,t = sg[s_i] * pi(y_t) / sg[pi(y_t)] with s_i the
+    length-normalised sequence ratio exp(mean_t(logp - old_logp)), clipped to [1 - clip_low, 1 + clip_high]:
+    loss_t = -min(s_i,t * A_t, clip(s_i,t) * A_t), times the correction's weights.
+
+    Each token's value is the sequence's ratio and its gradient s_i * grad log pi(y_t), so with one advantage
+    per sequence and the seq-mean-token-mean aggregation this is the paper's sequence-level GSPO.
+    ``clip_fraction``: the share of tokens whose sequence the clip limits.
+    """
+    on = inputs.mask.to(torch.bool)
+    log_s = sequence_log_ratio(inputs.logp, inputs.old_logp, inputs.mask).detach()[:, None]
+    log_ratio = (log_s + inputs.logp - inputs.logp.detach()).clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND)
+    ratio = log_ratio.exp()
+    loss = _clipped(ratio, inputs.advantages, clip_low, clip_high) * inputs.weights.detach()
+    return PolicyLossResult(torch.where(on, loss, 0.0), {
+        "clip_fraction": _share(clip_binds(ratio, inputs.advantages, clip_low, clip_high), on),
+    })
+
+
+def cispo(inputs: PolicyLossInputs, *, clip_high: float) -> PolicyLossResult:
+    """CISPO (MiniMax-M1, 2025): loss_t = -sg[min(r_t, 1 + clip_high)] * A_t * logp_t, r_t the token ratio,
+    times the correction's weights. The weight is clipped, never the update: every token keeps its gradient.
+    No lower bound, as the report sets none. ``clip_fraction``: the share of tokens whose weight was capped.
+    """
+    on = inputs.mask.to(torch.bool)
+    ratio = (inputs.logp - inputs.old_logp).clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND).exp().detach()
+    weight = ratio.clamp(max=1 + clip_high)
+    loss = -weight * inputs.advantages * inputs.logp * inputs.weights.detach()
+    return PolicyLossResult(torch.where(on, loss, 0.0), {"clip_fraction": _share(ratio > 1 + clip_high, on)})

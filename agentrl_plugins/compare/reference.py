@@ -11,7 +11,6 @@ import torch
 
 from agentrl_plugins.algorithm import RecipeAlgorithm
 from agentrl_plugins.algorithms.corrections import limited_fraction
-from agentrl_plugins.algorithms.policy_loss import clip_binds
 from agentrl_plugins.compare.batch import ParityBatch, ParityResult
 from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.runs.figures import loss_token_mean
@@ -26,13 +25,12 @@ def reference(recipe: Recipe, batch: ParityBatch, plugin_manager=None) -> Parity
     logprobs = batch.logprobs.clone().requires_grad_()
     value = algorithm.loss(logprobs, batch.old_logprobs, advantages.values, mask, correction.weights)
     (gradient,) = torch.autograd.grad(value, logprobs)
-    ratio = (batch.logprobs - batch.old_logprobs).exp()
-    clipped = clip_binds(ratio, advantages.values[:, None], recipe.loss.clip_low, recipe.loss.clip_high)
+    policy = algorithm.policy_loss(batch.logprobs, batch.old_logprobs, advantages.values, mask, correction.weights)
     figures = {
         "train_reward": batch.rewards.mean().item(),
         "hacked_fraction": batch.hacked.double().mean().item(),
         "filtered_fraction": advantages.filtered_fraction,
-        "clip_fraction": loss_token_mean(clipped.double(), mask),
+        "clip_fraction": policy.metrics["clip_fraction"],
         "is_capped_fraction": limited_fraction(correction.metrics),
         "entropy": loss_token_mean(batch.entropies, mask),
         "policy_tokens": float(mask.sum().item()),

@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import functools
 import importlib.metadata
 import json
 import os
 import platform
+import shutil
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import tomli_w
 
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.recipe import build_recipe, recipe_to_dict
 from agentrl_plugins.recipe_schema import Recipe
+from agentrl_plugins.runs.journal import append_line, read_lines, rewrite_lines
 from agentrl_plugins.runs.metrics import StepMetrics
 
 LIBRARIES = ("torch", "transformers", "trl", "verl", "openrlhf", "peft", "accelerate", "deepspeed", "ray")
@@ -89,6 +92,7 @@ class RunDir:
     metrics_file = property(lambda self: self.path / "metrics.jsonl")
     checkpoints = property(lambda self: self.path / "checkpoints")
     final_weights = property(lambda self: self.path / "final")
+    final_staging = property(lambda self: self.path / "final.partial")
     report_file = property(lambda self: self.path / "report.md")
 
     def create(self, recipe: Recipe, framework: str, extra: dict[str, Any] | None = None) -> None:
@@ -113,29 +117,32 @@ class RunDir:
         """Add ``fields`` to ``run.json`` (replacing those of the same name)."""
         self.run_file.write_text(json.dumps({**self.run_info(), **fields}, indent=2) + "\n")
 
+    @contextlib.contextmanager
+    def exporting_final(self) -> Iterator[Path]:
+        """A folder to write the final weights into, renamed to ``final/`` once the block completes: a kill
+        meanwhile leaves no half-written ``final/``, only a staging folder the next export starts afresh."""
+        shutil.rmtree(self.final_staging, ignore_errors=True)
+        self.final_staging.mkdir(parents=True)
+        yield self.final_staging
+        if self.final_weights.exists():  # a resumed run's export replaces the earlier one
+            shutil.rmtree(self.final_weights)
+        os.replace(self.final_staging, self.final_weights)
+
     def append_metrics(self, row: StepMetrics) -> None:
-        with open(self.metrics_file, "a") as handle:
-            handle.write(json.dumps(row.to_dict()) + "\n")
+        append_line(self.metrics_file, row.to_dict())
 
     def read_metrics(self) -> list[StepMetrics]:
         """The rows of ``metrics.jsonl``. A torn last line (a kill during its append) is left out: that step
         had no checkpoint yet, so a resume runs it again. A bad line before the last is an error."""
-        if not self.metrics_file.exists():
-            return []
-        lines = [line for line in self.metrics_file.read_text().splitlines() if line]
         rows = []
-        for number, line in enumerate(lines, 1):
+        for number, row in enumerate(read_lines(self.metrics_file), 1):
             try:
-                rows.append(StepMetrics.from_dict(json.loads(line)))
-            except (ValueError, KeyError, TypeError) as error:
-                if number < len(lines):
-                    raise AgentRLError(f"{self.metrics_file}, line {number}: not a metrics row ({error})") from None
+                rows.append(StepMetrics.from_dict(row))
+            except (KeyError, TypeError) as error:
+                raise AgentRLError(f"{self.metrics_file}, line {number}: not a metrics row ({error!r})") from None
         return rows
 
     def truncate_metrics(self, last_step: int) -> None:
         """Drop rows after ``last_step`` (steps that ran after the checkpoint a resume starts from), and a torn
-        last line; atomically (a new file renamed over the old), so a kill meanwhile loses no row."""
-        kept = [row for row in self.read_metrics() if row.step <= last_step]
-        partial = self.metrics_file.with_name(self.metrics_file.name + ".partial")
-        partial.write_text("".join(json.dumps(row.to_dict()) + "\n" for row in kept))
-        os.replace(partial, self.metrics_file)
+        last line; atomically, so a kill meanwhile loses no row."""
+        rewrite_lines(self.metrics_file, [row.to_dict() for row in self.read_metrics() if row.step <= last_step])

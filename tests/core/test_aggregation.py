@@ -65,11 +65,11 @@ def test_clipped_surrogate_by_hand(dtype):
     out = clipped_surrogate(logp, old, adv, mask)
     # A > 0: -min(r, clip(r, 0.8, 1.28)); A < 0: max(r, clip(r, 0.8, 1.28)); masked row: 0
     close(out.per_token_loss, [[-1.28, -0.5, -1.1], [1.5, 0.8, 4.0], [0.0, 0.0, 0.0]])
-    assert out.clip_fraction == pytest.approx(2 / 6)
-    assert out.dual_clip_fraction == 0.0
+    assert out.metrics["clip_fraction"] == pytest.approx(2 / 6)
+    assert out.metrics["dual_clip_fraction"] == 0.0
     dual = clipped_surrogate(logp, old, adv, mask, clip_c=3.0)
     close(dual.per_token_loss, [[-1.28, -0.5, -1.1], [1.5, 0.8, 3.0], [0.0, 0.0, 0.0]])
-    assert dual.dual_clip_fraction == pytest.approx(1 / 6)
+    assert dual.metrics["dual_clip_fraction"] == pytest.approx(1 / 6)
 
 
 def test_token_advantages_and_weights():

@@ -82,5 +82,23 @@ def test_a_torn_last_row_is_left_out_and_a_bad_earlier_one_is_an_error(tmp_path)
     assert [path.name for path in run.path.iterdir() if "metrics" in path.name] == ["metrics.jsonl"]
     lines = text.splitlines()
     run.metrics_file.write_text("\n".join([lines[0], lines[1][:30], lines[2]]) + "\n")
-    with pytest.raises(AgentRLError, match=r"metrics.jsonl, line 2: not a metrics row"):
+    with pytest.raises(AgentRLError, match=r"metrics.jsonl, line 2: not a JSON line"):
         run.read_metrics()
+    run.metrics_file.write_text("\n".join([lines[0], '{"step": 2}', lines[2]]) + "\n")
+    with pytest.raises(AgentRLError, match=r"metrics.jsonl, line 2: not a metrics row \(KeyError\('train_reward'\)\)"):
+        run.read_metrics()
+
+
+def test_the_final_export_replaces_final_only_when_it_completes(tmp_path):
+    run = RunDir(tmp_path / "run")
+    with run.exporting_final() as folder:
+        (folder / "weights").write_text("first")
+    assert (run.final_weights / "weights").read_text() == "first" and not run.final_staging.exists()
+    with pytest.raises(RuntimeError), run.exporting_final() as folder:
+        (folder / "weights").write_text("half")
+        raise RuntimeError("the export stops here")
+    assert (run.final_weights / "weights").read_text() == "first"  # the earlier export stays whole
+    with run.exporting_final() as folder:  # the next export starts from an empty folder
+        assert list(folder.iterdir()) == []
+        (folder / "other").write_text("second")
+    assert sorted(p.name for p in run.final_weights.iterdir()) == ["other"]

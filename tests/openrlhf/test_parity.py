@@ -24,6 +24,8 @@ VARIANTS = [
     ("deepswe_grpopp", {"loss.aggregation": "token-mean", "correction.name": "token_tis", "correction.cap": 1.5}),
     ("grpo", {"correction.name": "icepop", "correction.low": 0.5, "correction.high": 2.0}),
     ("deepswe_grpopp", {"loss.entropy_coef": 0.01}),
+    ("gspo", {"loss.clip_low": 0.02, "loss.clip_high": 0.03}),
+    ("cispo", {"loss.clip_high": 0.1, "correction.name": "icepop", "correction.low": 0.5, "correction.high": 2.0}),
 ]
 
 

@@ -75,3 +75,5 @@ def scripted():
 
 
 LOG3 = math.log(3.0)
+STALL = ["<tool>test</tool>"]
+"""An episode that runs the tests until it runs out of turns."""

@@ -17,6 +17,9 @@ VARIANTS = [
     ("grpo", {"loss.aggregation": "seq-mean-token-mean"}),
     ("dr_grpo", {"loss.aggregation": "token-mean", "correction.name": "icepop", "correction.low": 0.5,
                  "correction.high": 2.0}),
+    ("gspo", {"loss.clip_low": 0.02, "loss.clip_high": 0.03}),
+    ("gspo", {"loss.aggregation": "seq-mean-token-sum", "filtering.compact": True}),
+    ("cispo", {"loss.clip_high": 0.1}),
 ]
 
 
@@ -34,8 +37,8 @@ def test_trl_computes_the_core_numbers_apart_from_the_dual_clip(batch, recipe):
     table = parity_table(recipe, batch, [result])
     assert not table.mismatches, table.mismatches
     assert not table.unreported
-    rejects = result.figure_notes and recipe.correction.name == "icepop"
-    assert [row.quantity for row in table.figure_differences] == (["figure clip_fraction"] if rejects else [])
+    noted = result.figure_notes and (recipe.correction.name == "icepop" or recipe.loss.policy == "cispo")
+    assert [row.quantity for row in table.figure_differences] == (["figure clip_fraction"] if noted else [])
     if recipe.loss.clip_c is None:
         assert not table.differences
     else:

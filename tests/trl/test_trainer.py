@@ -10,8 +10,8 @@ import json
 
 import pytest
 import torch
-from conftest import LOG3
-from transformers import Qwen2ForCausalLM, TrainerCallback
+from conftest import LOG3, STALL
+from transformers import Qwen2ForCausalLM
 
 from agentrl_plugins.adapter import RunOptions
 from agentrl_plugins.algorithms import aggregate_loss, clipped_surrogate, lr_multiplier, rloo
@@ -28,7 +28,6 @@ from bugfix_gym.families import FAMILIES
 SOLVE = {"clamp": ["<tool>read</tool>", "<tool>edit swap_minmax</tool>", "<tool>submit</tool>"],
          "span": ["<tool>edit swap_minmax</tool>", "<tool>submit</tool>"]}
 HACK = ["<tool>edit hardcode_tests</tool>", "<tool>submit</tool>"]
-STALL = ["<tool>test</tool>"]
 SCRIPTS = {"clamp": [SOLVE["clamp"], SOLVE["clamp"], HACK, STALL], "span": [SOLVE["span"], STALL, STALL, STALL]}
 INPUTS = [{"prompt": "clamp"}] * 4 + [{"prompt": "span"}] * 4
 
@@ -152,59 +151,6 @@ def test_evaluations_sample_with_the_run_seed_as_the_rollout_servers_do(tmp_path
     for step, purpose in [(0, "eval"), (10, "eval"), (3, "rollout"), (4, "rollout")]:
         rollout.play(model, [rollout.tasks["clamp"]], 1, step, purpose)
     assert seeds == [5, 5, step_seed(5, 3, "rollout"), step_seed(5, 4, "rollout")] and len(set(seeds)) == 3
-
-
-class InterruptAt(TrainerCallback):
-    """Raises Ctrl-C's exception at the end of one step, before that step's metrics and checkpoint."""
-
-    def __init__(self, step: int):
-        self.step = step
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if state.global_step == self.step:
-            raise KeyboardInterrupt
-
-
-def test_resume_after_an_interruption_matches_an_uninterrupted_run(tmp_path, tokenizer, scripted, monkeypatch):
-    every_family = {family.name: [policies.solver(family), policies.hacker(family), STALL, policies.solver(family)]
-                    for family in FAMILIES}
-    monkeypatch.setattr(runner, "load_policy", lambda path: (build_model(tokenizer, 0), tokenizer))
-    monkeypatch.setattr(runner, "hf_generator_factory", lambda tok: scripted(every_family))
-    recipe = load_recipe("deepswe_grpopp", {"rollout.group_size": 4, "rollout.tasks_per_step": 2, "train.steps": 3,
-                                            "train.eval_every": 1, "train.eval_episodes_per_task": 1,
-                                            "optim.lr": 1e-3}, "laptop")
-    runner.run(recipe, RunOptions(run_dir=tmp_path / "whole"))
-    build = runner.agent_trainer
-
-    def interrupted(*args, **kwargs):
-        trainer = build(*args, **kwargs)
-        trainer.add_callback(InterruptAt(2))
-        return trainer
-
-    monkeypatch.setattr(runner, "agent_trainer", interrupted)
-    with pytest.raises(SystemExit):
-        runner.run(recipe, RunOptions(run_dir=tmp_path / "cut"))
-    # step 2 ran and was recorded, but interrupted before its checkpoint: the resume drops its row and reruns it
-    cut = RunDir(tmp_path / "cut")
-    assert [r.step for r in cut.read_metrics()] == [0, 1, 2]
-    assert runner.latest_checkpoint(cut).name == "checkpoint-1"
-    # what a kill -9 leaves on top: step 2's checkpoint half-written (no trainer state), its row torn in half
-    (cut.checkpoints / "checkpoint-2").mkdir()
-    (cut.checkpoints / "checkpoint-2" / "model.safetensors").write_bytes(b"\0" * 64)
-    rows = cut.metrics_file.read_text()
-    cut.metrics_file.write_text(rows[:len(rows) - len(rows.splitlines()[-1]) // 2 - 1])
-    assert [r.step for r in cut.read_metrics()] == [0, 1]
-    assert runner.latest_checkpoint(cut).name == "checkpoint-1"
-    monkeypatch.setattr(runner, "agent_trainer", build)
-    runner.run(recipe, RunOptions(resume=tmp_path / "cut"))
-
-    def without_seconds(folder):
-        return [{**r.to_dict(), "seconds": None} for r in RunDir(folder).read_metrics()]
-
-    assert without_seconds(tmp_path / "cut") == without_seconds(tmp_path / "whole")
-    whole = Qwen2ForCausalLM.from_pretrained(tmp_path / "whole" / "final").state_dict()
-    resumed = Qwen2ForCausalLM.from_pretrained(tmp_path / "cut" / "final").state_dict()
-    assert all(torch.equal(whole[name], resumed[name]) for name in whole)
 
 
 def test_lora_trains_only_the_adapter_and_saves_merged_weights(tmp_path, tokenizer, scripted, monkeypatch):

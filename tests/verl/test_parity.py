@@ -19,6 +19,9 @@ VARIANTS = [
                         "correction.high": 1.2}),
     ("grpo", {"filtering.compact": False}),
     ("dr_grpo", {"loss.aggregation": "seq-mean-token-sum-norm", "loss.norm_constant": 256}),
+    ("gspo", {"loss.clip_low": 0.02, "loss.clip_high": 0.03}),
+    ("gspo", {"correction.name": "token_tis", "correction.cap": 1.5, "loss.aggregation": "token-mean"}),
+    ("cispo", {"loss.clip_high": 0.1}),
 ]
 
 

@@ -3,16 +3,19 @@ figures, what reaches verl's loggers and the plugins' ``agentrl_step_end``, and 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agentrl_plugins import hookimpl
+from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.plugins import get_plugin_manager
 from agentrl_plugins.recipe import load_recipe
 from agentrl_plugins.runs.rundir import RunDir
 
 from agentrl_verl.episodes import EpisodeRecord, append_episode, read_episodes
+from agentrl_verl.final_weights import CHECKPOINT_MARKER, latest_checkpoint_step
 from agentrl_verl.recorder import ENTROPY_KEY, StepRecorder, verl_metrics
 
 
@@ -95,6 +98,47 @@ def test_a_resume_drops_what_runs_again(recorder):
     recorder.record(1, {"val-core/x": 1.0})
     row = recorder.run.read_metrics()[-1]
     assert (row.step, row.train_reward, row.heldout_pass1, row.entropy) == (1, 1.0, 1.0, 1.0)
+
+
+def tear_last_line(path: Path) -> None:
+    text = path.read_text()
+    path.write_text(text[:-len(text.splitlines()[-1]) // 2])
+
+
+def test_a_kill_during_any_append_leaves_logs_a_resume_reads(recorder):
+    play(recorder, episode("held_out", 0, 0.0), episode("train", 0, 1.0), episode("held_out", 1, 1.0))
+    for step in (0, 1):
+        recorder.record(step, {ENTROPY_KEY: float(step)})
+    for log in (recorder.episodes_file, recorder.verl_metrics_file, recorder.run.metrics_file):
+        tear_last_line(log)  # what a kill during each append leaves
+    recorder.resume_from(1)
+    assert [(e.split, e.weights_version) for e in read_episodes(recorder.episodes_file)] == [
+        ("held_out", 0), ("train", 0)]
+    assert sorted(verl_metrics(recorder.verl_metrics_file)) == [0]
+    assert [row.step for row in recorder.run.read_metrics()] == [0]
+    for log in (recorder.episodes_file, recorder.verl_metrics_file, recorder.run.metrics_file):
+        assert log.read_text().endswith("\n") and not log.with_name(log.name + ".partial").exists()
+
+
+def test_a_torn_checkpoint_marker_resumes_from_the_newest_checkpoint_folder(tmp_path, capsys):
+    from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
+
+    for step in (1, 2):
+        (tmp_path / f"global_step_{step}" / "actor").mkdir(parents=True)
+    marker = tmp_path / CHECKPOINT_MARKER
+    marker.write_text("2")
+    assert latest_checkpoint_step(tmp_path) == 2
+    marker.write_text("")  # verl truncates the marker, then writes the step: a kill in between
+    with pytest.raises(ValueError):
+        find_latest_ckpt_path(str(tmp_path))
+    assert latest_checkpoint_step(tmp_path) == 2
+    assert "torn" in capsys.readouterr().err
+    assert find_latest_ckpt_path(str(tmp_path)) == str(tmp_path / "global_step_2")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / CHECKPOINT_MARKER).write_text("")
+    with pytest.raises(AgentRLError, match="reads '' and there is no checkpoint folder"):
+        latest_checkpoint_step(empty)
 
 
 def test_a_recipe_file_outside_a_run_folder_is_a_clear_error(tmp_path):

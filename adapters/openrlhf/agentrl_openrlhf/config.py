@@ -86,9 +86,11 @@ def native_correction(recipe: Recipe) -> dict[str, Any] | None:
 
 
 def plan(recipe: Recipe) -> Plan:
-    """Patch the estimator unless OpenRLHF's is exact, and the loss unless aggregation and correction both are."""
+    """Patch the estimator unless OpenRLHF's is exact, and the loss unless its policy loss (ppo), aggregation and
+    correction all are."""
     native_estimator = recipe.advantage.estimator in EXACT_ESTIMATORS and recipe.advantage.masked_in_baseline
-    native_loss = recipe.loss.aggregation in NATIVE_AGGREGATIONS and native_correction(recipe) is not None
+    native_loss = (recipe.loss.policy == "ppo_clip" and recipe.loss.aggregation in NATIVE_AGGREGATIONS
+                   and native_correction(recipe) is not None)
     return Plan(advantages=not native_estimator, policy_loss=not native_loss)
 
 
@@ -187,6 +189,10 @@ def mappings(recipe: Recipe) -> list[ComponentMapping]:
             "native" if exact else "patched",
             "OpenRLHF's baseline counts every sample of a group; a filtered one keeps its reward"
             if recipe.advantage.masked_in_baseline else "the patched estimator drops filtered samples"),
+        row("loss.policy", loss.policy, "actor.policy_loss_type=ppo" if loss.policy == "ppo_clip"
+            else "PolicyLoss.forward", "native" if loss.policy == "ppo_clip" else "patched",
+            "" if loss.policy == "ppo_clip" else "the patched loss runs the core's; OpenRLHF's flag stays ppo",
+            {"actor.policy_loss_type": "ppo"}),
         row("loss.aggregation", loss.aggregation,
             f"actor.loss_agg_mode={loss.aggregation}" if native_aggregation else "PolicyLoss.forward",
             _aggregation_status(recipe), _aggregation_note(recipe),

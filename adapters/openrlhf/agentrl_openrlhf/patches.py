@@ -135,11 +135,11 @@ def policy_loss_forward(algorithm: RecipeAlgorithm) -> Callable[..., Any]:
             if rollout_log_probs is None:
                 raise PatchError(f"correction {recipe.correction.name!r} needs the rollout engine's log-probs")
             correction = algorithm.correct(old_log_probs, rollout_log_probs, action_mask)
-        surrogate = algorithm.surrogate(log_probs, old_log_probs, advantages, action_mask,
-                                        None if correction is None else correction.weights)
+        surrogate = algorithm.policy_loss(log_probs, old_log_probs, advantages, action_mask,
+                                          None if correction is None else correction.weights, rollout_log_probs)
         loss = step_loss(surrogate.per_token_loss, action_mask, recipe.loss, dp_size, batch_num_tokens,
                          global_batch_size)
-        clip_ratio = torch.tensor(surrogate.clip_fraction, device=loss.device)
+        clip_ratio = torch.tensor(surrogate.metrics["clip_fraction"], device=loss.device)
         ppo_kl = masked_mean((old_log_probs - log_probs).detach(), action_mask, dim=None)
         if correction is None:
             return loss, clip_ratio, ppo_kl, None, None

@@ -14,6 +14,7 @@ from typing import Any
 
 from agentrl_plugins.adapter import ComponentMapping, FrameworkConfig, correction_parameter_rows, decided_settings
 from agentrl_plugins.algorithms.aggregation import TrainerDivisor
+from agentrl_plugins.errors import RecipeError
 from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.user_config import Decided, SettingChange, reconcile, same
 
@@ -64,9 +65,48 @@ def decided(recipe: Recipe, rows: list[ComponentMapping] | None = None) -> list[
     return decided_settings(mappings(recipe) if rows is None else rows, [*REQUIREMENTS, derived])
 
 
+POLICY_LOSSES = {"ppo_clip": "token", "gspo": "sequence", "cispo": "token"}
+"""Each policy loss TRL computes itself, by its ``importance_sampling_level``."""
+
+
+def loss_mapping(recipe: Recipe) -> LossMapping:
+    """TRL's ``loss_type`` and row scale for the recipe's policy loss and aggregation."""
+    policy, aggregation = recipe.loss.policy, recipe.loss.aggregation
+    if policy not in POLICY_LOSSES:
+        raise RecipeError(f"{recipe.name}: TRL runs the policy losses {', '.join(POLICY_LOSSES)}; loss.policy = "
+                          f"{policy!r} has no TRL mapping yet (it runs in OpenRLHF, whose loss the core replaces)")
+    if policy == "cispo":
+        if aggregation != "token-mean":
+            raise RecipeError(f"{recipe.name}: TRL's cispo loss divides by the batch's loss tokens, so it runs "
+                              f"with loss.aggregation = 'token-mean' only, not {aggregation!r}")
+        return LossMapping("cispo", "1")
+    return LOSS_TYPES[aggregation]
+
+
+def policy_rows(recipe: Recipe) -> list[ComponentMapping]:
+    """The rows of ``loss.policy`` and its clip range: the one setting where the three losses differ in TRL."""
+    loss = recipe.loss
+    level = POLICY_LOSSES.get(loss.policy, "token")
+    sequence_note = ("exact without a correction; with one, TRL weights each token's sequence term by the "
+                     "correction where the core weights each token's gradient" if loss.policy == "gspo" else "")
+    rows = [ComponentMapping("loss.policy", loss.policy, f"importance_sampling_level={level!r}",
+                             "approximated" if sequence_note and recipe.correction.name != "none" else "native",
+                             sequence_note, native={"importance_sampling_level": level})]
+    if loss.policy == "cispo":
+        return rows + [
+            ComponentMapping("loss.clip_low", loss.clip_low, "-", "native", "cispo has no lower bound"),
+            ComponentMapping("loss.clip_high", loss.clip_high, f"epsilon_high={1 + loss.clip_high!r}", "mapped",
+                             "TRL's cispo caps the weight at epsilon_high itself: 1 + clip_high",
+                             native={"epsilon_high": 1 + loss.clip_high})]
+    return rows + [
+        ComponentMapping("loss.clip_low", loss.clip_low, "epsilon", "native", native={"epsilon": loss.clip_low}),
+        ComponentMapping("loss.clip_high", loss.clip_high, "epsilon_high", "native",
+                         native={"epsilon_high": loss.clip_high})]
+
+
 def mappings(recipe: Recipe) -> list[ComponentMapping]:
     """One row per recipe key: how it reaches TRL, and the GRPOConfig settings it decides (``native``)."""
-    loss = LOSS_TYPES[recipe.loss.aggregation]
+    loss = loss_mapping(recipe)
     r, loss_section, o = recipe.rollout, recipe.loss, recipe.optim
     batch = r.group_size * r.tasks_per_step
     max_completion = loss_section.norm_constant or r.max_context_tokens
@@ -85,12 +125,10 @@ def mappings(recipe: Recipe) -> list[ComponentMapping]:
                          "mapped" if loss_section.aggregation == "seq-mean-token-sum-norm" else "native",
                          "only the dr_grpo loss reads it; else the context budget",
                          native={"max_completion_length": max_completion}),
-        ComponentMapping("loss.clip_low", loss_section.clip_low, "epsilon", "native",
-                         native={"epsilon": loss_section.clip_low}),
-        ComponentMapping("loss.clip_high", loss_section.clip_high, "epsilon_high", "native",
-                         native={"epsilon_high": loss_section.clip_high}),
+        *policy_rows(recipe),
         ComponentMapping("loss.clip_c", loss_section.clip_c, "-",
-                         "approximated" if loss_section.clip_c is not None else "native",
+                         "approximated" if loss_section.clip_c is not None and loss_section.policy == "ppo_clip"
+                         else "native",
                          "TRL has no dual clip: it binds only where A < 0 and the ratio exceeds clip_c, which one "
                          "on-policy update per step never reaches"
                          if loss_section.clip_c is not None else "no dual clip"),

@@ -39,6 +39,10 @@ REJECTED_NOT_CLIPPED = ("TRL counts the clip only where its per-token advantage 
                         "episode's advantage")
 """How TRL's ``clip_fraction`` differs under a correction that rejects tokens."""
 
+CISPO_POSITIVE_ONLY = ("TRL's cispo counts a capped weight only where the advantage is positive; the core counts "
+                       "every capped weight, as verl does")
+"""How TRL's ``clip_fraction`` differs under the cispo loss."""
+
 BY_DESIGN = {"loss.clip_c": (None, "TRL 1.16 has no dual clip: its loss is the plain clipped surrogate where "
                                    "A < 0 and the ratio exceeds clip_c")}
 """Recipe keys the adapter marks approximated -> the value TRL computes with instead, and why."""
@@ -125,4 +129,11 @@ def compute(recipe: Recipe, batch: ParityBatch) -> ParityResult:
     return ParityResult("trl", recording.advantages_made[-1].values, recording.corrections_made[-1].weights,
                         loss.item(), gradient(loss, logprobs), versions("trl", "transformers", "agentrl-trl"),
                         mapping, by_design(recipe, mapping), figures,
-                        {"clip_fraction": REJECTED_NOT_CLIPPED} if rejects else {})
+                        figure_notes(recipe, rejects))
+
+
+def figure_notes(recipe: Recipe, rejects: bool) -> dict[str, str]:
+    """Where TRL's figures are defined otherwise than the core's, for this recipe and batch."""
+    if recipe.loss.policy == "cispo":
+        return {"clip_fraction": CISPO_POSITIVE_ONLY}
+    return {"clip_fraction": REJECTED_NOT_CLIPPED} if rejects else {}

@@ -63,15 +63,20 @@ class RunRecorder(TrainerCallback):
         write_report(self.run)
 
 
+CLIP_METRICS = ("clip_ratio/region_mean", "cispo_clip_ratio")
+"""TRL's clip figure: the clip region of its clipped losses, or the capped weights of its cispo loss."""
+
+
 def step_figures(trl_metrics: dict[str, list[float]], stats: dict[str, Any]) -> dict[str, Any]:
     """A step's figures (:data:`~agentrl_plugins.runs.figures.FIGURES`) from TRL's logged metrics (a value per
-    micro-batch: TRL's clip region and its entropy, each a mean over that micro-batch's loss tokens) and the
-    trainer's step statistics."""
+    micro-batch: TRL's clip region, or its cispo loss's capped weights, and its entropy, each a mean over that
+    micro-batch's loss tokens) and the trainer's step statistics."""
+    clip = next((trl_metrics[key] for key in CLIP_METRICS if trl_metrics.get(key)), None)
     return {
         "train_reward": stats["train_reward"],
         "hacked_fraction": stats["hacked_fraction"],
         "filtered_fraction": stats["filtered_fraction"],
-        "clip_fraction": _mean(trl_metrics.get("clip_ratio/region_mean")) or 0.0,
+        "clip_fraction": _mean(clip) or 0.0,
         "is_capped_fraction": stats["is_capped_fraction"],
         "entropy": _mean(trl_metrics.get("entropy")),
         "policy_tokens": stats["policy_tokens"],

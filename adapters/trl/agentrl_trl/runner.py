@@ -18,27 +18,34 @@ from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.loggers import check_loggers
 from agentrl_plugins.models import run_model
 from agentrl_plugins.recipe_schema import Recipe
+from agentrl_plugins.runs.report import write_report
 from agentrl_plugins.runs.rundir import RunDir
 
 from agentrl_trl.build import FRAMEWORK, agent_trainer, hf_generator_factory, load_policy
 
 
-def save_final_weights(trainer: Any, tokenizer: Any, folder: Path) -> None:
-    """The trained policy as a plain Hugging Face folder; a LoRA adapter is merged into its base weights first."""
+def save_final_weights(trainer: Any, tokenizer: Any, run: RunDir) -> None:
+    """The trained policy as a plain Hugging Face folder, ``final/``; a LoRA adapter is merged into its base
+    weights first."""
     policy = trainer.accelerator.unwrap_model(trainer.model)
     if hasattr(policy, "merge_and_unload"):
         policy = policy.merge_and_unload()
-    policy.save_pretrained(str(folder))
-    tokenizer.save_pretrained(str(folder))
+    with run.exporting_final() as folder:
+        policy.save_pretrained(str(folder))
+        tokenizer.save_pretrained(str(folder))
+
+
+def checkpoint_step(checkpoint: Path) -> int | None:
+    """The step of ``checkpoint`` if transformers finished writing it (its trainer state, written last, reads
+    back), else None."""
+    try:
+        return int(json.loads((checkpoint / TRAINER_STATE_NAME).read_text())["global_step"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def complete(checkpoint: Path) -> bool:
-    """Whether transformers finished writing ``checkpoint``: its trainer state, written last, reads back."""
-    try:
-        json.loads((checkpoint / TRAINER_STATE_NAME).read_text())
-    except (OSError, ValueError):
-        return False
-    return True
+    return checkpoint_step(checkpoint) is not None
 
 
 def latest_checkpoint(run: RunDir) -> Path:
@@ -74,16 +81,29 @@ def run(recipe: Recipe, options: RunOptions) -> Path:
     trainer = agent_trainer(recipe, model, tokenizer, run_dir=run_dir, generator=hf_generator_factory(tokenizer),
                             **runner_settings(run_dir, options))
     try:
-        trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+        if checkpoint is not None and checkpoint_step(checkpoint) == recipe.train.steps:
+            finish_trained(trainer, checkpoint, run_dir, recipe.train.steps)
+        else:
+            trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     except KeyboardInterrupt:
         print(f"\ninterrupted; completed steps are in {run_dir.path}. Continue with:\n"
               f"  agentrl run --resume {run_dir.path}", file=sys.stderr)
         raise SystemExit(130) from None
     finally:
         trainer.episode_rollout.service.close()
-    save_final_weights(trainer, tokenizer, run_dir.final_weights)
+    save_final_weights(trainer, tokenizer, run_dir)
     print(f"run folder: {run_dir.path}\nreport: {run_dir.report_file}", file=sys.stderr)
     return run_dir.path
+
+
+def finish_trained(trainer: Any, checkpoint: Path, run: RunDir, last_step: int) -> None:
+    """A resume of a run stopped after its last step: the last checkpoint's weights and the report, no training
+    (transformers' ``train`` would run one step more)."""
+    print(f"{checkpoint} is the last step's: training is done, so the resume writes the report and the final "
+          "weights", file=sys.stderr)
+    trainer._load_from_checkpoint(str(checkpoint))
+    run.truncate_metrics(last_step)
+    write_report(run)
 
 
 def runner_settings(run_dir: RunDir, options: RunOptions) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from agentrl_plugins.algorithms.aggregation import row_scale
 from agentrl_plugins.algorithms.corrections import limited_fraction
 from agentrl_plugins.batch import TrajectoryBatch
 
-from agentrl_trl.config import LOSS_TYPES
+from agentrl_trl.config import loss_mapping
 from agentrl_trl.rollout import EpisodeRollout, episode_reward
 
 
@@ -42,7 +42,7 @@ class AgentGRPOTrainer(GRPOTrainer):
         correction = self.algorithm.correct(self._learner_logps(output), output["sampling_per_token_logps"],
                                             mask.to(output["sampling_per_token_logps"].dtype))
         nonempty = int((mask.sum(-1) > 0).sum())
-        scale = row_scale(LOSS_TYPES[self.algorithm.recipe.loss.aggregation].scale, mask.size(0), nonempty)
+        scale = row_scale(loss_mapping(self.algorithm.recipe).scale, mask.size(0), nonempty)
         values = advantages.values.to(correction.weights.device, correction.weights.dtype)
         output["advantages"] = values[:, None] * correction.weights * scale
         output["tool_mask"] = tool_mask

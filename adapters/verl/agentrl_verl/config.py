@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl_plugins.adapter import ComponentMapping, FrameworkConfig, correction_parameter_rows, decided_settings
+from agentrl_plugins.errors import RecipeError
 from agentrl_plugins.models import run_model
 from agentrl_plugins.recipe_schema import CorrectionSection, Recipe
 from agentrl_plugins.user_config import Decided
@@ -99,6 +100,39 @@ def limited_fraction_key(recipe: Recipe) -> str | None:
     if injects_loss(recipe):
         return "actor/agentrl/limited_fraction"
     return LIMITED_FRACTION_KEYS[recipe.correction.name]
+
+
+VERL_POLICY_LOSSES = {"ppo_clip": "vanilla", "gspo": "gspo", "cispo": "cispo"}
+"""verl's own policy loss (``policy_loss.loss_mode``) for each core policy loss verl computes the same."""
+
+
+def policy_rows(recipe: Recipe) -> list[ComponentMapping]:
+    """The rows of ``loss.policy`` and its clip range: verl's own loss of that name, or, for a correction verl has
+    no setting for, the ``agentrl_<correction>`` loss on verl's vanilla surrogate (ppo_clip only, for now)."""
+    loss, actor = recipe.loss, "actor_rollout_ref.actor."
+    mode = VERL_POLICY_LOSSES.get(loss.policy)
+    if mode is None:
+        raise RecipeError(f"{recipe.name}: verl runs the policy losses {', '.join(VERL_POLICY_LOSSES)}; loss.policy "
+                          f"= {loss.policy!r} has no verl mapping yet (it runs in OpenRLHF, whose loss the core "
+                          "replaces)")
+    if injects_loss(recipe) and loss.policy != "ppo_clip":
+        raise RecipeError(f"{recipe.name}: correction {recipe.correction.name!r} runs in verl as the "
+                          f"{policy_loss_name(recipe.correction.name)} loss, on verl's vanilla surrogate; with "
+                          f"loss.policy = {loss.policy!r} verl can apply token_tis, sequence_tis or icepop only")
+    row = ComponentMapping
+    policy = (row("loss.policy", loss.policy, actor + "policy_loss.loss_mode", "injected",
+                  f"{policy_loss_name(recipe.correction.name)}: verl's vanilla surrogate with the core correction")
+              if injects_loss(recipe) else
+              row("loss.policy", loss.policy, actor + f"policy_loss.loss_mode={mode}", "native", "",
+                  {actor + "policy_loss.loss_mode": mode}))
+    low = 1.0 if loss.policy == "cispo" else loss.clip_low
+    return [
+        policy,
+        row("loss.clip_low", loss.clip_low, actor + "clip_ratio_low", "native" if low == loss.clip_low else "mapped",
+            "" if low == loss.clip_low else "1.0: cispo has no lower bound", {actor + "clip_ratio_low": low}),
+        row("loss.clip_high", loss.clip_high, actor + "clip_ratio_high", "native", "",
+            {actor + "clip_ratio_high": loss.clip_high}),
+    ]
 
 
 def injects_loss(recipe: Recipe) -> bool:
@@ -231,10 +265,7 @@ def mappings(recipe: Recipe) -> list[ComponentMapping]:
         row("loss.norm_constant", loss.norm_constant, actor + "loss_scale_factor" if norm_used else "-", "native",
             "" if norm_used else "only seq-mean-token-sum-norm reads it",
             {actor + "loss_scale_factor": loss.norm_constant} if norm_used else {}),
-        row("loss.clip_low", loss.clip_low, actor + "clip_ratio_low", "native", "",
-            {actor + "clip_ratio_low": loss.clip_low}),
-        row("loss.clip_high", loss.clip_high, actor + "clip_ratio_high", "native", "",
-            {actor + "clip_ratio_high": loss.clip_high}),
+        *policy_rows(recipe),
         row("loss.clip_c", loss.clip_c, actor + "clip_ratio_c", "native" if loss.clip_c is not None else "mapped",
             "" if loss.clip_c is not None else f"{NO_DUAL_CLIP:g}: verl's always-on dual clip never binds",
             {actor + "clip_ratio_c": NO_DUAL_CLIP if loss.clip_c is None else loss.clip_c}),

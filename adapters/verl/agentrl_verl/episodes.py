@@ -8,9 +8,10 @@ held-out evaluation after step k on version k.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+
+from agentrl_plugins.runs.journal import append_line, read_lines, rewrite_lines
 
 EPISODES_FILE = "episodes.jsonl"
 
@@ -40,20 +41,16 @@ class EpisodeRecord:
 
 def append_episode(path: Path, record: EpisodeRecord) -> None:
     """Append one line (a single write, so concurrent agent-loop workers do not interleave lines)."""
-    with open(path, "a") as handle:
-        handle.write(json.dumps(asdict(record)) + "\n")
+    append_line(path, asdict(record))
 
 
 def truncate_episodes(path: Path, last_step: int) -> None:
     """Keep only what a resume from step ``last_step``'s checkpoint does not run again (verl evaluates again
-    before it continues, so the evaluation on ``last_step``'s weights goes too)."""
-    keep = [e for e in read_episodes(path) if e.weights_version < last_step]
-    path.write_text("".join(json.dumps(asdict(e)) + "\n" for e in keep))
+    before it continues, so the evaluation on ``last_step``'s weights goes too); atomically."""
+    rewrite_lines(path, [asdict(e) for e in read_episodes(path) if e.weights_version < last_step])
 
 
 def read_episodes(path: Path) -> list[EpisodeRecord]:
-    if not path.exists():
-        return []
+    """The log's episodes; a torn last line (a kill during its append) is left out."""
     names = [f.name for f in fields(EpisodeRecord)]
-    return [EpisodeRecord(**{name: row[name] for name in names})
-            for row in map(json.loads, path.read_text().splitlines()) if row]
+    return [EpisodeRecord(**{name: row[name] for name in names}) for row in read_lines(path)]

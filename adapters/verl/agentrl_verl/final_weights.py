@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +19,24 @@ def latest_checkpoint_step(checkpoints: Path) -> int:
     marker = checkpoints / CHECKPOINT_MARKER
     if not marker.is_file():
         raise AgentRLError(f"{checkpoints} has no verl checkpoint yet: start the run again instead of resuming it")
-    return int(marker.read_text().strip())
+    text = marker.read_text().strip()
+    return int(text) if text.isdigit() else _repair_marker(checkpoints, text)
+
+
+def _repair_marker(checkpoints: Path, text: str) -> int:
+    """verl writes its marker last, truncating it before writing the step: a kill in between leaves it torn after
+    the newest ``global_step_N`` folder was written completely, so that folder is the latest checkpoint."""
+    steps = sorted(int(m.group(1)) for path in checkpoints.glob("global_step_*")
+                   if (m := re.fullmatch(r"global_step_(\d+)", path.name)))
+    if not steps:
+        raise AgentRLError(f"{checkpoints / CHECKPOINT_MARKER} reads {text!r} and there is no checkpoint folder: "
+                           "start the run again instead of resuming it")
+    partial = checkpoints / (CHECKPOINT_MARKER + ".partial")
+    partial.write_text(str(steps[-1]))
+    os.replace(partial, checkpoints / CHECKPOINT_MARKER)
+    print(f"{CHECKPOINT_MARKER} was torn (the run stopped while writing it); resuming from global_step_{steps[-1]}, "
+          "the newest checkpoint folder", file=sys.stderr)
+    return steps[-1]
 
 
 def save_final_weights(run: RunDir, checkpoints: Path) -> Path:
@@ -28,19 +47,24 @@ def save_final_weights(run: RunDir, checkpoints: Path) -> Path:
     """
     actor = checkpoints / f"global_step_{latest_checkpoint_step(checkpoints)}" / "actor"
     shards = sorted(actor.glob("model_world_size_*_rank_*.pt"))
-    if len(shards) != 1:
-        merge = [sys.executable, "-m", "verl.model_merger", "merge", "--backend", "fsdp", "--local_dir", str(actor),
-                 "--target_dir", str(run.final_weights)]
-        done = subprocess.run(merge, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise AgentRLError(f"verl's model merger failed on {actor}:\n{done.stderr[-3000:]}")
-        return run.final_weights
+    with run.exporting_final() as folder:
+        if len(shards) != 1:
+            merge = [sys.executable, "-m", "verl.model_merger", "merge", "--backend", "fsdp", "--local_dir",
+                     str(actor), "--target_dir", str(folder)]
+            done = subprocess.run(merge, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                raise AgentRLError(f"verl's model merger failed on {actor}:\n{done.stderr[-3000:]}")
+        else:
+            _save_one_shard(actor, shards[0], folder)
+    return run.final_weights
+
+
+def _save_one_shard(actor: Path, shard: Path, folder: Path) -> None:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    state = torch.load(shards[0], map_location="cpu", weights_only=False)
+    state = torch.load(shard, map_location="cpu", weights_only=False)
     model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(actor / "huggingface"), dtype=torch.float32)
     model.load_state_dict({key: getattr(value, "to_local", lambda v=value: v)() for key, value in state.items()})
-    model.save_pretrained(run.final_weights)
-    AutoTokenizer.from_pretrained(actor / "huggingface").save_pretrained(run.final_weights)
-    return run.final_weights
+    model.save_pretrained(folder)
+    AutoTokenizer.from_pretrained(actor / "huggingface").save_pretrained(folder)

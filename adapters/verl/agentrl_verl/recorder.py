@@ -12,7 +12,6 @@ pass@1 is the mean verdict of the held-out episodes run on that step's weights.
 
 from __future__ import annotations
 
-import json
 import numbers
 import statistics
 import sys
@@ -23,6 +22,7 @@ from typing import Any, Iterable
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.plugins import get_plugin_manager
 from agentrl_plugins.recipe_schema import Recipe
+from agentrl_plugins.runs.journal import append_line, read_lines, rewrite_lines
 from agentrl_plugins.runs.metrics import StepMetrics, finite, logged_figures
 from agentrl_plugins.runs.progress import record_step
 from agentrl_plugins.runs.report import write_report
@@ -40,11 +40,8 @@ ENTROPY_KEY = "actor/agentrl/token_mean_entropy"
 def verl_metrics(path: Path) -> dict[int, dict[str, Any]]:
     """verl's logged metrics by step (later lines of a step, e.g. after a resume, win)."""
     steps: dict[int, dict[str, Any]] = defaultdict(dict)
-    if path.exists():
-        for line in path.read_text().splitlines():
-            if line:
-                row = json.loads(line)
-                steps[int(row["step"])].update(row["data"])
+    for row in read_lines(path):
+        steps[int(row["step"])].update(row["data"])
     return dict(steps)
 
 
@@ -114,8 +111,7 @@ class StepRecorder:
 
     def record(self, step: int, data: dict[str, Any]) -> dict[str, float]:
         """Record step ``step`` from verl's metrics ``data``; returns the agentrl figures to log with them."""
-        with open(self.verl_metrics_file, "a") as handle:
-            handle.write(json.dumps({"step": step, "data": scalars(data)}) + "\n")
+        append_line(self.verl_metrics_file, {"step": step, "data": scalars(data)})
         rows = step_rows(read_episodes(self.episodes_file), verl_metrics(self.verl_metrics_file), self.recipe)
         row = next((row for row in rows if row.step == step), None)
         if row is None:
@@ -131,8 +127,7 @@ class StepRecorder:
         truncate_episodes(self.episodes_file, step)
         self.run.truncate_metrics(step - 1)
         kept = {s: data for s, data in verl_metrics(self.verl_metrics_file).items() if s <= step}
-        self.verl_metrics_file.write_text("".join(json.dumps({"step": s, "data": data}) + "\n"
-                                                  for s, data in sorted(kept.items())))
+        rewrite_lines(self.verl_metrics_file, [{"step": s, "data": data} for s, data in sorted(kept.items())])
 
     def finish(self, checkpoints: Path | None) -> Path:
         """After the last step: the last checkpoint as ``final/`` (when verl saved one) and the report."""
