@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Mapping, Protocol, Sequence
 
+from agentrl_plugins.errors import RecipeError
 from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.user_config import Decided
 
@@ -81,6 +82,20 @@ def correction_parameter_rows(recipe: Recipe, setting: str, status: MappingStatu
             for key in CORRECTION_PARAMETERS]
 
 
+def advantage_parameter_rows(recipe: Recipe, setting: str, status: MappingStatus,
+                             plugin_manager: Any = None) -> list[ComponentMapping]:
+    """The rows of ``advantage.gamma`` and ``.step_weight``: those the recipe's estimator takes reach ``setting``
+    with ``status``, the others are marked unused."""
+    from agentrl_plugins.algorithm import ADVANTAGE_PARAMETERS, RecipeAlgorithm
+
+    used = RecipeAlgorithm.from_recipe(recipe, plugin_manager).advantage_params()
+    return [ComponentMapping(f"advantage.{key}", getattr(recipe.advantage, key), setting, status,
+                             f"read by {recipe.advantage.estimator}") if key in used else
+            ComponentMapping(f"advantage.{key}", getattr(recipe.advantage, key), "-", "native",
+                             "unused by this estimator")
+            for key in ADVANTAGE_PARAMETERS]
+
+
 def decided_settings(mappings: Sequence[ComponentMapping], requirements: Sequence[Decided] = ()) -> list[Decided]:
     """Every native setting the rows decide (with the recipe key that decides it), then the adapter's own
     ``requirements``; a setting decided twice is a declaration error."""
@@ -98,3 +113,15 @@ class FrameworkAdapter(Protocol):
     def describe(self, recipe: Recipe) -> FrameworkConfig: ...
 
     def run(self, recipe: Recipe, options: RunOptions) -> Path | None: ...
+
+
+def require_trajectory_advantages(recipe: Recipe, framework: str) -> None:
+    """Refuse, by name, a turn- or token-level estimator in a framework whose adapter carries one advantage per
+    trajectory only."""
+    from agentrl_plugins.plugins import get_plugin_manager
+
+    level = get_plugin_manager().get("advantage", recipe.advantage.estimator).level
+    if level != "trajectory":
+        raise RecipeError(f"{recipe.name}: advantage.estimator = {recipe.advantage.estimator!r} gives one advantage "
+                          f"per {level}, and the {framework} adapter carries one per trajectory only so far; run it "
+                          "through trl")

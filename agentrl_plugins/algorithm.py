@@ -17,13 +17,17 @@ from torch import Tensor
 
 from agentrl_plugins.algorithms.aggregation import aggregate_loss
 from agentrl_plugins.algorithms.corrections import CorrectionResult
+from agentrl_plugins.algorithms.credit import CreditInputs, turn_values_to_tokens
 from agentrl_plugins.algorithms.filtering import compact_filter
 from agentrl_plugins.algorithms.policy_loss import PolicyLossInputs, PolicyLossResult
-from agentrl_plugins.errors import AgentRLError
+from agentrl_plugins.batch import TrajectoryBatch
+from agentrl_plugins.errors import AgentRLError, RecipeError
 from agentrl_plugins.recipe_schema import Recipe
 
 CORRECTION_PARAMETERS = ("cap", "low", "high")
 """The recipe's correction parameters; each correction takes the ones its signature names."""
+ADVANTAGE_PARAMETERS = ("gamma", "step_weight")
+"""The recipe's estimator parameters besides ``masked_in_baseline``; each estimator takes the ones it names."""
 LOSS_PARAMETERS = ("clip_low", "clip_high", "clip_c")
 """The recipe's policy-loss parameters; each policy loss takes the ones its signature names."""
 
@@ -34,7 +38,8 @@ class UnusedSettingWarning(UserWarning):
 
 @dataclass(frozen=True)
 class Advantages:
-    """One advantage per trajectory (0 for filtered ones) and which trajectories stay in the loss."""
+    """The advantages (0 for filtered trajectories): one per trajectory, [B], or per token, [B, T], as the
+    estimator's level says; and which trajectories stay in the loss."""
 
     values: Tensor
     valid: Tensor
@@ -43,15 +48,26 @@ class Advantages:
     def filtered_fraction(self) -> float:
         return 1.0 - self.valid.float().mean().item() if self.valid.numel() else 0.0
 
+    def per_token(self, width: int) -> Tensor:
+        """The advantages as [B, width]: a trajectory's one value on every token, or the per-token values
+        right-padded with 0 (or cut) to ``width``."""
+        if self.values.dim() == 1:
+            return self.values[:, None].expand(-1, width)
+        padded = self.values.new_zeros(self.values.size(0), width)
+        kept = min(width, self.values.size(1))
+        padded[:, :kept] = self.values[:, :kept]
+        return padded
+
 
 @dataclass(frozen=True)
 class RecipeAlgorithm:
     """The estimator, correction and policy loss a recipe names, with the recipe's settings for each."""
 
     recipe: Recipe
-    estimator: Callable[..., Tensor]
+    estimator: Callable[..., Any]
     correction: Callable[..., CorrectionResult]
     policy: Callable[..., PolicyLossResult]
+    level: str = "trajectory"
 
     @classmethod
     def from_recipe(cls, recipe: Recipe, plugin_manager: Any = None) -> RecipeAlgorithm:
@@ -59,11 +75,17 @@ class RecipeAlgorithm:
             from agentrl_plugins.plugins import get_plugin_manager
 
             plugin_manager = get_plugin_manager()
+        estimator = plugin_manager.get("advantage", recipe.advantage.estimator)
+        if estimator.needs_states and not plugin_manager.get("environment", recipe.environment.name).turn_states:
+            raise RecipeError(f"{recipe.name}: advantage.estimator = {estimator.name!r} groups turns by their state "
+                              f"keys, and environment {recipe.environment.name!r} emits none (its record does not "
+                              "declare turn_states); pick a trajectory-level estimator such as grpo or rloo")
         algorithm = cls(
             recipe,
-            plugin_manager.get("advantage", recipe.advantage.estimator).compute,
+            estimator.compute,
             plugin_manager.get("correction", recipe.correction.name).compute,
             plugin_manager.get("policy_loss", recipe.loss.policy).compute,
+            estimator.level,
         )
         if recipe.loss.clip_c is not None and "clip_c" not in algorithm.loss_params():  # the one optional key
             warnings.warn(f"{recipe.name}: loss.clip_c = {recipe.loss.clip_c!r} has no effect with loss.policy = "
@@ -77,10 +99,37 @@ class RecipeAlgorithm:
             return torch.ones(len(terminations), dtype=torch.bool)
         return compact_filter(terminations, self.recipe.filtering.reasons)
 
-    def advantages(self, rewards: Tensor, group_ids: Tensor, terminations: Sequence[str]) -> Advantages:
+    def advantages(self, rewards: Tensor, group_ids: Tensor, terminations: Sequence[str],
+                   batch: TrajectoryBatch | None = None) -> Advantages:
+        """The estimator's advantages after compact filtering; a turn- or token-level estimator also needs the
+        ``batch`` (its turns and their spans) and gives [B, T]."""
         valid = self.valid(terminations)
-        values = self.estimator(rewards, group_ids, valid, masked_in_baseline=self.recipe.advantage.masked_in_baseline)
-        return Advantages(values, valid)
+        masked_in_baseline = self.recipe.advantage.masked_in_baseline
+        if self.level == "trajectory":
+            return Advantages(self.estimator(rewards, group_ids, valid, masked_in_baseline=masked_in_baseline,
+                                             **self.advantage_params()), valid)
+        if batch is None or len(batch.turns) != len(rewards):
+            raise AgentRLError(f"advantage estimator {self.recipe.advantage.estimator!r} is {self.level}-level: it "
+                               "needs the trajectories' turns, which this framework's path does not pass yet")
+        credit = CreditInputs(rewards, group_ids, valid, batch.turns, batch.turn_spans, batch.response_mask.size(1))
+        values = self.estimator(credit, masked_in_baseline=masked_in_baseline, **self.advantage_params())
+        values = turn_values_to_tokens(values, credit) if self.level == "turn" else values
+        return Advantages(self._checked_tokens(values, credit) * valid[:, None].to(credit.rewards.dtype), valid)
+
+    def _checked_tokens(self, values: Any, credit: CreditInputs) -> Tensor:
+        name = f"advantage estimator {self.recipe.advantage.estimator!r}"
+        shape = (len(credit.rewards), credit.width)
+        if not isinstance(values, Tensor) or tuple(values.shape) != shape:
+            raise AgentRLError(f"{name}: expected per-token advantages of shape {shape}, got "
+                               f"{tuple(getattr(values, 'shape', ())) or type(values).__name__}")
+        if values.requires_grad or not bool(torch.isfinite(values).all()):
+            raise AgentRLError(f"{name}: advantages must be finite and carry no gradient")
+        return values.to(credit.rewards.dtype)
+
+    def advantage_params(self) -> dict[str, float]:
+        """The recipe's ``advantage.gamma``/``step_weight`` that the estimator takes, by name."""
+        accepted = inspect.signature(self.estimator).parameters
+        return {key: getattr(self.recipe.advantage, key) for key in ADVANTAGE_PARAMETERS if key in accepted}
 
     def correction_params(self) -> dict[str, float]:
         """The recipe's ``correction.cap``/``low``/``high`` that the correction takes, by name."""

@@ -8,12 +8,13 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-from agentrl_plugins.types import Trajectory
+from agentrl_plugins.types import Trajectory, TurnOutcome
 
 
 @dataclass(frozen=True)
 class TrajectoryBatch:
-    """Rewards and group ids per trajectory; response mask and sampler log-probs right-padded to (B, T)."""
+    """Rewards and group ids per trajectory; response mask and sampler log-probs right-padded to (B, T); each
+    trajectory's turns and their token spans (for turn-level credit)."""
 
     rewards: Tensor
     group_ids: Tensor
@@ -21,6 +22,8 @@ class TrajectoryBatch:
     sampler_logprobs: Tensor
     terminations: tuple[str, ...]
     hacked: Tensor
+    turns: tuple[tuple[TurnOutcome, ...], ...] = ()
+    turn_spans: tuple[tuple[tuple[int, int], ...], ...] = ()
 
     @classmethod
     def from_trajectories(cls, trajectories: Sequence[Trajectory], dtype: torch.dtype = torch.float32):
@@ -38,4 +41,6 @@ class TrajectoryBatch:
             sampler_logprobs=logprobs,
             terminations=tuple(t.termination for t in trajectories),
             hacked=torch.tensor([bool(t.verdict and t.verdict.hacked) for t in trajectories]),
+            turns=tuple(tuple(t.turns) for t in trajectories),
+            turn_spans=tuple(tuple(t.turn_spans) for t in trajectories),
         )

@@ -34,11 +34,15 @@ class Component:
 
 @dataclass(frozen=True)
 class Environment(Component):
-    """``factory(**options)`` returns an :class:`~agentrl_plugins.environment.EnvironmentSuite`."""
+    """``factory(**options)`` returns an :class:`~agentrl_plugins.environment.EnvironmentSuite`.
+
+    ``turn_states``: its steps carry state keys (``StepResult.state``), which turn-level estimators need.
+    """
 
     name: str
     factory: Callable[..., Any]
     description: str
+    turn_states: bool = False
     kind: ClassVar[str] = "environment"
     hook: ClassVar[str] = "agentrl_register_environments"
 
@@ -54,15 +58,35 @@ class Verifier(Component):
     hook: ClassVar[str] = "agentrl_register_verifiers"
 
 
+ADVANTAGE_LEVELS = ("trajectory", "turn", "token")
+
+
 @dataclass(frozen=True)
 class AdvantageEstimator(Component):
-    """``compute(rewards, group_ids, valid=None, *, masked_in_baseline) -> advantages``."""
+    """An advantage estimator and what it returns (``level``).
+
+    - ``trajectory`` (the default): ``compute(rewards, group_ids, valid=None, *, masked_in_baseline)`` returns
+      one advantage per trajectory, [B].
+    - ``turn`` and ``token``: ``compute(credit, *, masked_in_baseline)`` with a
+      :class:`~agentrl_plugins.algorithms.credit.CreditInputs` returns one advantage per turn (a list per
+      trajectory, aligned with its turns) or per token, [B, T].
+
+    ``needs_states``: it groups turns by their state keys, so the environment must emit them.
+    """
 
     name: str
     compute: Callable[..., Any]
     description: str
+    level: str = "trajectory"
+    needs_states: bool = False
     kind: ClassVar[str] = "advantage"
     hook: ClassVar[str] = "agentrl_register_advantages"
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.level not in ADVANTAGE_LEVELS:
+            raise ValueError(f"advantage {self.name!r}: level must be one of {', '.join(ADVANTAGE_LEVELS)}, "
+                             f"got {self.level!r}")
 
 
 @dataclass(frozen=True)

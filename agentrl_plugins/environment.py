@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Hashable, Mapping, Protocol, Sequence
 
 from agentrl_plugins.errors import UnknownNameError
 from agentrl_plugins.types import Task, Verdict
@@ -12,14 +12,24 @@ from agentrl_plugins.types import Task, Verdict
 
 @dataclass(frozen=True)
 class StepResult:
-    """The environment's answer to one policy message."""
+    """The environment's answer to one policy message. For turn-level credit it may also carry the key of the
+    state the action led to (hashable, equal for equal states), the turn's own reward and named measurements
+    of the new state (``signals``); the episode runner keeps them per turn (:class:`~agentrl_plugins.types.
+    TurnOutcome`)."""
 
     observation: str
     done: bool = False
+    state: Hashable | None = None
+    reward: float | None = None
+    signals: Mapping[str, float] = field(default_factory=dict)
 
 
 class EpisodeSession(Protocol):
-    """The state of one episode; ``step`` never raises on bad policy text."""
+    """The state of one episode; ``step`` never raises on bad policy text.
+
+    A session whose steps carry state keys may also have ``initial_state``, the key of the state the
+    episode starts from (the anchor of its first turn).
+    """
 
     prompt: str
 

@@ -13,7 +13,7 @@ from typing import Any, Awaitable, Callable, Sequence
 
 from agentrl_plugins.chat import ChatCodec
 from agentrl_plugins.environment import EnvironmentSuite, VerifierFn
-from agentrl_plugins.types import Generation, Limits, Sampling, Task, Trajectory
+from agentrl_plugins.types import Generation, Limits, Sampling, Task, Trajectory, TurnOutcome
 
 Generate = Callable[[list[int], Sampling], Awaitable[Generation]]
 
@@ -77,6 +77,8 @@ async def run_episode(
     messages = [{"role": "user", "content": session.prompt}]
     eos = getattr(tokenizer, "eos_token_id", None)
     termination = "max_turns"
+    turns: list[TurnOutcome] = []
+    state = getattr(session, "initial_state", None)
     try:
         for _ in range(limits.max_turns):
             room = limits.max_context_tokens - episode.length
@@ -95,12 +97,15 @@ async def run_episode(
                 termination = "timeout"
                 break
             episode.add_policy(generation)
+            turns.append(TurnOutcome(state))
             text = tokenizer.decode(generation.token_ids, skip_special_tokens=True)
             messages.append({"role": "assistant", "content": text})
             if generation.finish_reason == "length" and episode.length >= limits.max_context_tokens:
                 termination = "max_context"
                 break
             result = await asyncio.to_thread(session.step, text)
+            turns[-1] = TurnOutcome(state, result.state, result.reward, dict(result.signals))
+            state = result.state
             messages.append({"role": "tool", "content": result.observation})
             if result.done:
                 termination = "submitted"
@@ -137,6 +142,7 @@ async def run_episode(
         split=task.split,
         messages=messages,
         seconds=time.monotonic() - started,
+        turns=turns,
     )
     if hooks is not None:
         hooks.agentrl_episode_end(trajectory=trajectory)

@@ -157,6 +157,8 @@ def _at_least_one(value: Any) -> bool:
 
 
 RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "advantage.gamma": (lambda v: _finite(v) and 0 <= v <= 1, "in [0, 1]"),
+    "advantage.step_weight": (lambda v: _finite(v) and v >= 0, "finite and >= 0"),
     "loss.norm_constant": (lambda v: v is None or v >= 1, "at least 1 (or unset)"),
     "loss.clip_low": (lambda v: _finite(v) and 0 <= v < 1, "in [0, 1)"),
     "loss.clip_high": (lambda v: _finite(v) and v >= 0, "finite and >= 0"),

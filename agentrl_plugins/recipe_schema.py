@@ -29,6 +29,8 @@ class VerifierSection:
 class AdvantageSection:
     estimator: str = "grpo"
     masked_in_baseline: bool = True
+    gamma: float = 0.95
+    step_weight: float = 1.0
 
 
 @dataclass

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Hashable, Mapping
 
 TERMINATION_REASONS: tuple[str, ...] = ("submitted", "max_turns", "max_context", "timeout", "error")
 
@@ -74,6 +74,19 @@ class Limits:
     timeout_s: float = 600.0
 
 
+@dataclass(frozen=True)
+class TurnOutcome:
+    """What one policy turn led to, for turn-level credit: the key of the state the policy acted from
+    (``state``) and of the state its action led to (``next_state``; None when the episode ended before the
+    environment answered), the environment's own reward for the turn, and its named measurements of the new
+    state (``signals``, e.g. the share of public tests passing). Keys are hashable and equal for equal states."""
+
+    state: Hashable | None = None
+    next_state: Hashable | None = None
+    reward: float | None = None
+    signals: Mapping[str, float] = field(default_factory=dict)
+
+
 @dataclass
 class Trajectory:
     """One episode, token-exact: what the sampler produced is what the trainer sees."""
@@ -93,6 +106,8 @@ class Trajectory:
     split: str = ""
     messages: list[dict[str, str]] = field(default_factory=list)
     seconds: float = 0.0
+    turns: list[TurnOutcome] = field(default_factory=list)
+    """One entry per policy turn, aligned with ``turn_spans``."""
 
     @property
     def token_ids(self) -> list[int]:

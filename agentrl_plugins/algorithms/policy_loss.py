@@ -45,7 +45,8 @@ def clip_binds(ratio: Tensor, advantages: Tensor, clip_low: float, clip_high: fl
 
 
 def _share(hit: Tensor, on: Tensor) -> float:
-    return ((hit & on).sum() / on.sum().clamp(min=1)).item()
+    """The share of the masked-in tokens where ``hit`` holds (0 with none), as an exact ratio of counts."""
+    return int((hit & on).sum()) / max(int(on.sum()), 1)
 
 
 def _clipped(ratio: Tensor, advantages: Tensor, clip_low: float, clip_high: float) -> Tensor:

@@ -1,6 +1,6 @@
 """Registers the built-in advantage estimators."""
 
-from agentrl_plugins.algorithms import advantages
+from agentrl_plugins.algorithms import advantages, credit
 from agentrl_plugins.components import AdvantageEstimator
 from agentrl_plugins.hookspecs import hookimpl
 
@@ -11,3 +11,6 @@ def agentrl_register_advantages(register):
     register(AdvantageEstimator("dr_grpo", advantages.dr_grpo, "Group mean baseline, no std division (Dr. GRPO)."))
     register(AdvantageEstimator("rloo", advantages.rloo,
                                 "Leave-one-out baseline: the mean of the other samples (RLOO)."))
+    register(AdvantageEstimator("gigpo", credit.gigpo,
+                                "GiGPO: GRPO's episode advantage plus a step advantage within equal anchor states.",
+                                level="turn", needs_states=True))

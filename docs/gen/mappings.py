@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from agentrl_plugins.errors import RecipeError
 from agentrl_plugins.plugins import CORE_DISTRIBUTION, get_plugin_manager
 from agentrl_plugins.recipe import load_recipe
 
@@ -31,9 +32,16 @@ def mapping_tables(framework: str) -> dict[str, Any]:
         "framework": framework,
         "version": version,
         "adapter": distribution,
-        "recipes": {name: [dataclasses.asdict(row) for row in adapter.describe(load_recipe(name)).mappings]
-                    for name in recipes},
+        "recipes": {name: _rows(adapter, name) for name in recipes},
     }
+
+
+def _rows(adapter: Any, name: str) -> list[dict[str, Any]] | dict[str, str]:
+    """The recipe's rows, or ``{"refused": why}`` for a recipe the adapter refuses by name."""
+    try:
+        return [dataclasses.asdict(row) for row in adapter.describe(load_recipe(name)).mappings]
+    except RecipeError as error:
+        return {"refused": str(error)}
 
 
 def main(framework: str, out: str) -> None:

@@ -14,9 +14,9 @@ from agentrl_plugins.algorithms import (
 )
 from agentrl_plugins.plugins import PluginManager
 
-ESTIMATORS = {entry.record.name: entry.record.compute
-              for entry in PluginManager(load_entry_points=False).registry("advantage")}
-"""The core's built-in estimators, as its default plugin registers them."""
+BUILT_IN = PluginManager(load_entry_points=False).registry("advantage")
+ESTIMATORS = {entry.record.name: entry.record.compute for entry in BUILT_IN if entry.record.level == "trajectory"}
+"""The core's built-in trajectory-level estimators, as its default plugin registers them."""
 DTYPES = [torch.float32, torch.float64]
 STD_1001 = math.sqrt(1 / 3)  # unbiased std of [1, 0, 0, 1]
 
@@ -101,6 +101,8 @@ def test_advantages_are_detached_and_registry_is_complete():
     for name, estimator in ESTIMATORS.items():
         assert estimator(rewards, torch.tensor([0, 0])).requires_grad is False, name
     assert set(ESTIMATORS) == {"grpo", "dr_grpo", "rloo"}
+    assert {entry.record.name: entry.record.level for entry in BUILT_IN if entry.record.name not in ESTIMATORS} == {
+        "gigpo": "turn"}
 
 
 def test_compact_filter_default_reasons():

@@ -15,16 +15,16 @@ from agentrl_plugins.errors import AgentRLError, UnknownNameError
 from agentrl_plugins.plugins import PluginManager, get_plugin_manager
 from agentrl_plugins.recipe import load_recipe
 
-torch.set_default_dtype(torch.float64)
+F64 = torch.float64
 
 
 def batch(seed: int = 0, rows: int = 6, length: int = 9):
     generator = torch.Generator().manual_seed(seed)
-    old = -torch.rand(rows, length, generator=generator) * 3
-    logp = old + torch.randn(rows, length, generator=generator) * 0.4
-    advantages = torch.randn(rows, generator=generator)
+    old = -torch.rand(rows, length, generator=generator, dtype=F64) * 3
+    logp = old + torch.randn(rows, length, generator=generator, dtype=F64) * 0.4
+    advantages = torch.randn(rows, generator=generator, dtype=F64)
     lengths = torch.randint(2, length + 1, (rows,), generator=generator)
-    mask = (torch.arange(length)[None, :] < lengths[:, None]).double()
+    mask = (torch.arange(length)[None, :] < lengths[:, None]).to(F64)
     return logp, old, advantages, mask
 
 
@@ -88,10 +88,10 @@ def test_ppo_clip_is_the_clipped_surrogate_with_dual_clip():
 
 def test_a_large_change_at_a_few_tokens_of_a_long_episode_trips_the_token_clip_and_not_the_sequence_one():
     length = 2000
-    old = torch.full((1, length), -1.0)
+    old = torch.full((1, length), -1.0, dtype=F64)
     logp = old.clone()
     logp[0, 0] += 0.5  # one token e^0.5 = 1.65 times likelier
-    mask, advantage = torch.ones(1, length), torch.tensor([1.0])
+    mask, advantage = torch.ones(1, length, dtype=F64), torch.tensor([1.0], dtype=F64)
     token = algorithm("ppo_clip").policy_loss(logp, old, advantage, mask).metrics["clip_fraction"]
     sequence = algorithm("gspo", **{"loss.clip_low": 3e-4, "loss.clip_high": 4e-4})
     assert token == pytest.approx(1 / length)

@@ -13,7 +13,7 @@ from agentrl_plugins.types import Limits
 from agentrl_plugins.verifiers import build_verifier
 
 from bugfix_gym import policies
-from bugfix_gym.env import BugFixGym
+from bugfix_gym.env import PASS_SIGNAL, BugFixGym
 from bugfix_gym.grammar import format_call, parse_call
 from bugfix_gym.simulate import play
 from bugfix_gym.verifiers import hidden_tests, partial_credit, public_tests
@@ -129,3 +129,29 @@ async def test_gym_episode_through_the_core_runner(gym):
     assert trajectory.termination == "submitted" and trajectory.reward == 1.0
     assert [trajectory.response_ids[s:e] for s, e in trajectory.turn_spans] == generate.outputs
     assert "PASS" in tokenizer.decode(trajectory.response_ids)
+
+
+def test_each_step_carries_the_source_as_its_state_key(gym):
+    session = clamp_session(gym)
+    family = gym.family("clamp")
+    assert session.initial_state == family.buggy
+    results = [session.step(m) for m in policies.solver(family)]
+    fixed = family.op("swap_minmax").apply(family.buggy)
+    assert [r.state for r in results] == [family.buggy, family.buggy, fixed, fixed, fixed]
+    assert all(r.signals == {} for r in results)  # turn signals are off by default
+
+
+async def test_turn_signals_measure_the_public_tests_each_step_and_reach_the_trajectory():
+    suite = BugFixGym(turn_signals=True)
+    try:
+        tokenizer, family = ByteChatTokenizer(), suite.family("clamp")
+        task = next(t for t in suite.tasks() if t.family == "clamp")
+        trajectory = await run_episode(suite, task, ScriptedGenerate(policies.solver(family), tokenizer), tokenizer,
+                                       Limits(max_turns=6, max_context_tokens=4096), verifier=hidden_tests)
+        assert [t.signals[PASS_SIGNAL] for t in trajectory.turns] == pytest.approx([1 / 3, 1 / 3, 1, 1, 1])
+        assert [t.state == family.buggy for t in trajectory.turns] == [True, True, True, False, False]
+        assert trajectory.turns[1].next_state == family.buggy and trajectory.turns[2].next_state != family.buggy
+    finally:
+        suite.close()
+    with pytest.raises(TypeError, match="turn_signals must be true or false"):
+        BugFixGym(turn_signals="yes")

@@ -15,6 +15,7 @@ from transformers import Qwen2ForCausalLM
 
 from agentrl_plugins.adapter import RunOptions
 from agentrl_plugins.algorithms import aggregate_loss, clipped_surrogate, lr_multiplier, rloo
+from agentrl_plugins.algorithms.credit import CreditInputs, gigpo
 from agentrl_plugins.recipe import load_recipe
 from agentrl_plugins.runs.rundir import RunDir
 
@@ -62,6 +63,24 @@ def test_trained_advantages_are_the_core_estimator_and_filtered_rows_carry_no_lo
         assert torch.equal(output["advantages"][row][on], torch.full((int(on.sum()),), expected[row].item() * scale))
     assert output["num_items_in_batch"] == mask.sum() == trainer.step_stats["policy_tokens"] > 0
     assert trainer.step_stats["filtered_fraction"] == 0.5 and trainer.step_stats["hacked_fraction"] == 0.125
+
+
+def test_turn_level_advantages_reach_trl_token_by_token(tmp_path, model, tokenizer, scripted):
+    trainer, _ = make_trainer(tmp_path, model, tokenizer, scripted(SCRIPTS), **{"advantage.estimator": "gigpo"})
+    output = trainer._generate_and_score_completions([dict(row) for row in INPUTS])
+    trajectories = trainer.episode_rollout.trajectories
+    valid = torch.tensor([t.termination == "submitted" for t in trajectories])
+    credit = CreditInputs(torch.tensor([t.reward for t in trajectories]), torch.tensor([0] * 4 + [1] * 4), valid,
+                          [t.turns for t in trajectories], [t.turn_spans for t in trajectories], 0)
+    expected = gigpo(credit, masked_in_baseline=True, gamma=0.95, step_weight=1.0)
+    mask = output["completion_mask"] * output["tool_mask"]
+    scale = 8 / int(valid.sum())
+    for row, trajectory in enumerate(trajectories):
+        for (start, end), value in zip(trajectory.turn_spans, expected[row]):
+            on = mask[row, start:end].bool()
+            assert torch.allclose(output["advantages"][row, start:end][on], torch.tensor(value * scale), atol=1e-6)
+    solver = expected[0]  # read, edit, submit: the read shares its anchor with the hacker's edit
+    assert len(set(round(v, 6) for v in solver)) > 1, "the turns of one episode get different advantages"
 
 
 def test_filtered_trajectories_get_exactly_zero_gradient(tmp_path, model, tokenizer, scripted):

@@ -25,7 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentrl_plugins.adapter import ComponentMapping, FrameworkConfig, correction_parameter_rows, decided_settings
+from agentrl_plugins.adapter import (
+    ComponentMapping,
+    FrameworkConfig,
+    advantage_parameter_rows,
+    correction_parameter_rows,
+    decided_settings,
+    require_trajectory_advantages,
+)
 from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.user_config import Decided
 
@@ -172,6 +179,7 @@ def mappings(recipe: Recipe) -> list[ComponentMapping]:
     """One row per recipe key: the OpenRLHF setting, how faithfully (native, mapped, injected, patched or
     approximated), and the flags it decides (``native``, from which :func:`train_flags` and the check of your
     own flags are derived)."""
+    require_trajectory_advantages(recipe, "openrlhf")
     r, loss, optim, train = recipe.rollout, recipe.loss, recipe.optim, recipe.train
     correction = native_correction(recipe)
     exact = not plan(recipe).advantages
@@ -189,6 +197,7 @@ def mappings(recipe: Recipe) -> list[ComponentMapping]:
             "native" if exact else "patched",
             "OpenRLHF's baseline counts every sample of a group; a filtered one keeps its reward"
             if recipe.advantage.masked_in_baseline else "the patched estimator drops filtered samples"),
+        *advantage_parameter_rows(recipe, "RemoteExperienceMaker.compute_advantages_and_returns", "patched"),
         row("loss.policy", loss.policy, "actor.policy_loss_type=ppo" if loss.policy == "ppo_clip"
             else "PolicyLoss.forward", "native" if loss.policy == "ppo_clip" else "patched",
             "" if loss.policy == "ppo_clip" else "the patched loss runs the core's; OpenRLHF's flag stays ppo",

@@ -12,7 +12,13 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from agentrl_plugins.adapter import ComponentMapping, FrameworkConfig, correction_parameter_rows, decided_settings
+from agentrl_plugins.adapter import (
+    ComponentMapping,
+    FrameworkConfig,
+    advantage_parameter_rows,
+    correction_parameter_rows,
+    decided_settings,
+)
 from agentrl_plugins.algorithms.aggregation import TrainerDivisor
 from agentrl_plugins.errors import RecipeError
 from agentrl_plugins.recipe_schema import Recipe
@@ -116,6 +122,7 @@ def mappings(recipe: Recipe) -> list[ComponentMapping]:
                          "injected", "the core estimator replaces TRL's advantages (scale_rewards='none' unused)"),
         ComponentMapping("advantage.masked_in_baseline", recipe.advantage.masked_in_baseline, "(core estimator)",
                          "injected"),
+        *advantage_parameter_rows(recipe, "(core estimator)", "injected"),
         ComponentMapping("loss.aggregation", loss_section.aggregation, f"loss_type={loss.loss_type!r}",
                          "native" if loss.scale == "1" else "injected",
                          "" if loss.scale == "1" else f"exact: advantages scaled by {loss.scale} "

@@ -20,9 +20,9 @@ class AgentGRPOTrainer(GRPOTrainer):
     """Replaces TRL's advantages with the core's; the rest of the GRPO step is TRL's own code.
 
     After TRL scores a batch: filtered trajectories lose every loss token (``tool_mask``), the
-    recipe's estimator gives the advantages, and the correction's per-token weights and the
-    aggregation's row scale are folded into a (B, T) advantage (exact for the clipped surrogate,
-    since each weight is non-negative).
+    recipe's estimator gives the advantages (one per trajectory, or per turn or token), and the correction's
+    per-token weights and the aggregation's row scale are folded into a (B, T) advantage (exact for the
+    clipped surrogate, since each weight is non-negative).
     """
 
     def __init__(self, *args: Any, algorithm: RecipeAlgorithm, rollout: EpisodeRollout, **kwargs: Any):
@@ -35,7 +35,7 @@ class AgentGRPOTrainer(GRPOTrainer):
         output = super()._generate_and_score_completions(inputs)
         trajectories = self.episode_rollout.trajectories
         batch = TrajectoryBatch.from_trajectories(trajectories, output["sampling_per_token_logps"].dtype)
-        advantages = self.algorithm.advantages(batch.rewards, batch.group_ids, batch.terminations)
+        advantages = self.algorithm.advantages(batch.rewards, batch.group_ids, batch.terminations, batch)
         valid = advantages.valid.to(output["tool_mask"].device)
         tool_mask = output["tool_mask"] * valid[:, None].to(output["tool_mask"].dtype)
         mask = output["completion_mask"] * tool_mask
@@ -43,8 +43,8 @@ class AgentGRPOTrainer(GRPOTrainer):
                                             mask.to(output["sampling_per_token_logps"].dtype))
         nonempty = int((mask.sum(-1) > 0).sum())
         scale = row_scale(loss_mapping(self.algorithm.recipe).scale, mask.size(0), nonempty)
-        values = advantages.values.to(correction.weights.device, correction.weights.dtype)
-        output["advantages"] = values[:, None] * correction.weights * scale
+        values = advantages.per_token(mask.size(1)).to(correction.weights.device, correction.weights.dtype)
+        output["advantages"] = values * correction.weights * scale
         output["tool_mask"] = tool_mask
         output["num_items_in_batch"] = mask.sum()
         self.step_stats = {

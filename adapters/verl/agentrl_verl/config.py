@@ -16,7 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentrl_plugins.adapter import ComponentMapping, FrameworkConfig, correction_parameter_rows, decided_settings
+from agentrl_plugins.adapter import (
+    ComponentMapping,
+    FrameworkConfig,
+    advantage_parameter_rows,
+    correction_parameter_rows,
+    decided_settings,
+    require_trajectory_advantages,
+)
 from agentrl_plugins.errors import RecipeError
 from agentrl_plugins.models import run_model
 from agentrl_plugins.recipe_schema import CorrectionSection, Recipe
@@ -238,6 +245,7 @@ def command(overrides: dict[str, Any]) -> list[str]:
 def mappings(recipe: Recipe) -> list[ComponentMapping]:
     """One row per recipe key: the verl setting it becomes, how faithfully, and the settings it decides
     (``native``, from which :func:`hydra_overrides` and the check of a user's own config are derived)."""
+    require_trajectory_advantages(recipe, "verl")
     r, loss, o, t, c = recipe.rollout, recipe.loss, recipe.optim, recipe.train, recipe.correction
     actor, rollout, agentrl = "actor_rollout_ref.actor.", "actor_rollout_ref.rollout.", f"+{RECIPE_KEY}"
     estimator, estimator_status, estimator_note = estimator_overrides(recipe)
@@ -260,6 +268,7 @@ def mappings(recipe: Recipe) -> list[ComponentMapping]:
         row("advantage.estimator", recipe.advantage.estimator, "algorithm.adv_estimator", estimator_status,
             estimator_note, estimator),
         baseline_mapping(recipe, estimator_status),
+        *advantage_parameter_rows(recipe, f"+{RECIPE_KEY}", "injected"),
         row("loss.aggregation", loss.aggregation, actor + "loss_agg_mode", "native", "",
             {actor + "loss_agg_mode": loss.aggregation}),
         row("loss.norm_constant", loss.norm_constant, actor + "loss_scale_factor" if norm_used else "-", "native",

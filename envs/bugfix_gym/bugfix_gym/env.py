@@ -5,6 +5,7 @@ In free-form mode the agent may also ``write`` the whole source (:mod:`bugfix_gy
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -64,18 +65,37 @@ def _unknown_call(tool: str, arg: str | None) -> str:
     return f"ERROR: unknown tool or op: {tool} {arg}"
 
 
-class BugFixSession:
-    """One episode on one family; ``step`` never raises on bad policy text."""
+PASS_SIGNAL = "public_pass_fraction"
+"""The turn signal ``BugFixGym(turn_signals=True)`` emits: the share of public tests the source passes."""
 
-    def __init__(self, family: Family, run_tests: TestRunner, free_form: bool = False):
+
+class BugFixSession:
+    """One episode on one family; ``step`` never raises on bad policy text.
+
+    Each step's state key is the exact source after the action (``initial_state``: the buggy source); with
+    ``turn_signals`` a step also measures :data:`PASS_SIGNAL` (one sandbox run per distinct source, cached).
+    """
+
+    def __init__(self, family: Family, run_tests: TestRunner, free_form: bool = False, turn_signals: bool = False):
         self.family = family
         self.source = family.buggy
+        self.initial_state = family.buggy
         self.submitted = False
         self.free_form = free_form
+        self.turn_signals = turn_signals
         self.prompt = task_prompt(family, free_form)
         self._run_tests = run_tests
 
     def step(self, action: str) -> StepResult:
+        result = self._act(action)
+        signals = {PASS_SIGNAL: self._public_pass_fraction()} if self.turn_signals else {}
+        return dataclasses.replace(result, state=self.source, signals=signals)
+
+    def _public_pass_fraction(self) -> float:
+        result = self._run_tests(self.source, self.family.function, self.family.public_tests)
+        return sum(r.passed for r in result.results) / max(len(self.family.public_tests), 1)
+
+    def _act(self, action: str) -> StepResult:
         if self.submitted:
             return StepResult("ERROR: the episode is over", True)
         write = parse_write(action)
@@ -122,16 +142,20 @@ class BugFixGym:
     to the train split (:mod:`bugfix_gym.variants`), drawn with ``variant_seed``.
     ``free_form`` adds the ``write`` tool (the agent's own code) to the prompts and the sessions.
     ``strict_sandbox`` (on with ``free_form`` unless set) refuses to run code where a sandbox layer is missing.
+    ``turn_signals`` makes every step measure the share of public tests passing (:data:`PASS_SIGNAL`), the
+    potential of potential-based shaping; state keys (the source) come with every step regardless.
     """
 
     def __init__(self, families: Sequence[Family] = FAMILIES, workers: int = 2, timeout_s: float = 2.0,
                  memory_mb: int = 256, cache_size: int = 4096, renamed_variants: int = 0, variant_seed: int = 0,
-                 free_form: bool = False, strict_sandbox: bool | None = None):
+                 free_form: bool = False, strict_sandbox: bool | None = None, turn_signals: bool = False):
         if renamed_variants < 0:
             raise ValueError(f"renamed_variants must be >= 0, got {renamed_variants}")
         if not isinstance(free_form, bool):
             raise TypeError(f"free_form must be true or false, got {free_form!r}")
-        self.free_form = free_form
+        if not isinstance(turn_signals, bool):
+            raise TypeError(f"turn_signals must be true or false, got {turn_signals!r}")
+        self.free_form, self.turn_signals = free_form, turn_signals
         self.system_prompt = FREE_FORM_SYSTEM_PROMPT if free_form else SYSTEM_PROMPT
         train = [family for family in families if family.split == "train"]
         families = list(families) + renamed_variants_of(train, renamed_variants, variant_seed)
@@ -155,7 +179,7 @@ class BugFixGym:
                 for f in self.families.values() if split is None or f.split == split]
 
     def start(self, task: Task) -> BugFixSession:
-        return BugFixSession(self.family(task.family), self.run_tests, self.free_form)
+        return BugFixSession(self.family(task.family), self.run_tests, self.free_form, self.turn_signals)
 
     def parity_episodes(self, group_size: int, max_turns: int, generator: Any) -> list[ScriptedEpisode]:
         """The parity batch's scripted episodes (:mod:`bugfix_gym.parity`)."""

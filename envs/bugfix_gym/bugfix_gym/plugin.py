@@ -9,7 +9,8 @@ from bugfix_gym.env import BugFixGym
 
 @hookimpl
 def agentrl_register_environments(register):
-    register(Environment("bugfix", BugFixGym, "Small Python functions with one bug each; tools read/test/edit/submit."))
+    register(Environment("bugfix", BugFixGym, "Small Python functions with one bug each; tools read/test/edit/submit.",
+                         turn_states=True))
 
 
 @hookimpl

@@ -65,9 +65,11 @@ def verl_estimator(compute: Callable[..., Tensor]) -> Callable[..., tuple[Tensor
 
 
 def register_estimators() -> list[str]:
-    """Register every estimator of agentrl's registry with verl; returns the verl names."""
+    """Register every trajectory-level estimator of agentrl's registry with verl; returns the verl names."""
     names = []
     for entry in get_plugin_manager().registry("advantage"):
+        if entry.record.level != "trajectory":
+            continue
         name = estimator_name(entry.record.name)
         register_adv_est(name)(verl_estimator(entry.record.compute))
         names.append(name)

@@ -1,0 +1,81 @@
+"""Turn-level credit: what a turn- or token-level estimator sees, GiGPO, and per-turn values spread over tokens."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Hashable, Sequence
+
+import torch
+from torch import Tensor
+
+from agentrl_plugins.algorithms.advantages import grpo
+from agentrl_plugins.types import TurnOutcome
+
+
+@dataclass(frozen=True)
+class CreditInputs:
+    """A step's trajectories for turn-level credit: per trajectory its reward, group and whether it stays in
+    the loss (``valid``, [B]), and its turns (:class:`~agentrl_plugins.types.TurnOutcome`, aligned with
+    ``turn_spans``, the token span of each turn in the response) and the response width T."""
+
+    rewards: Tensor
+    group_ids: Tensor
+    valid: Tensor
+    turns: Sequence[Sequence[TurnOutcome]]
+    turn_spans: Sequence[Sequence[tuple[int, int]]]
+    width: int
+
+
+def turn_values_to_tokens(values: Sequence[Sequence[float]], credit: CreditInputs) -> Tensor:
+    """Per-turn values as [B, T]: every token of a turn's span takes the turn's value, tokens outside a span 0."""
+    tokens = credit.rewards.new_zeros(len(values), credit.width)
+    for row, (row_values, spans) in enumerate(zip(values, credit.turn_spans, strict=True)):
+        if len(row_values) != len(spans):
+            raise ValueError(f"trajectory {row}: {len(row_values)} turn advantages for {len(spans)} turns")
+        for value, (start, end) in zip(row_values, spans):
+            tokens[row, start:end] = value
+    return tokens
+
+
+def discounted_returns(turns: Sequence[TurnOutcome], final_reward: float, gamma: float) -> list[float]:
+    """Per turn, sum_k gamma^(k - t) r_k over the turns from t on, where r_k is the turn's own reward (0 when it
+    has none) and the last turn also earns the trajectory's reward."""
+    returns, future = [], 0.0
+    for index in reversed(range(len(turns))):
+        reward = (turns[index].reward or 0.0) + (final_reward if index == len(turns) - 1 else 0.0)
+        future = reward + gamma * future
+        returns.append(future)
+    return returns[::-1]
+
+
+def gigpo(credit: CreditInputs, *, masked_in_baseline: bool = True, gamma: float = 0.95, step_weight: float = 1.0,
+          eps: float = 1e-6) -> list[list[float]]:
+    """GiGPO (Feng et al. 2025): per turn, A = A_E + step_weight * A_S (the paper's omega).
+
+    A_E is GRPO's episode advantage (:func:`~agentrl_plugins.algorithms.advantages.grpo`). A_S normalises a
+    turn's discounted return (:func:`discounted_returns`) within its step group: the turns of the same task
+    group that acted from the same anchor state (equal ``state`` keys), (G - mean) / (std + eps) with std over
+    n - 1; a turn alone in its step group, or with no state key, has A_S = 0. The paper's gamma is 0.95,
+    its omega 1. ``masked_in_baseline`` decides, as for every estimator, whether filtered trajectories count in
+    the statistics; they get advantage 0.
+    """
+    valid = credit.valid.to(torch.bool)
+    member = torch.ones_like(valid) if masked_in_baseline else valid
+    episode = grpo(credit.rewards, credit.group_ids, valid, masked_in_baseline=masked_in_baseline, eps=eps)
+    returns = [discounted_returns(turns, float(reward), gamma) for turns, reward in zip(credit.turns, credit.rewards)]
+    groups: dict[tuple[int, Hashable], list[tuple[int, int]]] = defaultdict(list)
+    for row, turns in enumerate(credit.turns):
+        if member[row]:
+            for index, turn in enumerate(turns):
+                if turn.state is not None:
+                    groups[(int(credit.group_ids[row]), turn.state)].append((row, index))
+    step: dict[tuple[int, int], float] = {}
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        values = torch.tensor([returns[row][index] for row, index in members], dtype=torch.float64)
+        normalised = (values - values.mean()) / (values.std() + eps)
+        step.update({member_turn: float(value) for member_turn, value in zip(members, normalised)})
+    return [[float(episode[row]) + step_weight * step.get((row, index), 0.0) if valid[row] else 0.0
+             for index in range(len(turns))] for row, turns in enumerate(credit.turns)]
