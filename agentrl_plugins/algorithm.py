@@ -17,10 +17,9 @@ from torch import Tensor
 
 from agentrl_plugins.algorithms.aggregation import aggregate_loss
 from agentrl_plugins.algorithms.corrections import CorrectionResult
-from agentrl_plugins.algorithms.credit import CreditInputs, turn_values_to_tokens
+from agentrl_plugins.algorithms.credit import CreditInputs, TurnBatch, turn_values_to_tokens
 from agentrl_plugins.algorithms.filtering import compact_filter
 from agentrl_plugins.algorithms.policy_loss import PolicyLossInputs, PolicyLossResult
-from agentrl_plugins.batch import TrajectoryBatch
 from agentrl_plugins.errors import AgentRLError, RecipeError
 from agentrl_plugins.recipe_schema import Recipe
 
@@ -100,7 +99,7 @@ class RecipeAlgorithm:
         return compact_filter(terminations, self.recipe.filtering.reasons)
 
     def advantages(self, rewards: Tensor, group_ids: Tensor, terminations: Sequence[str],
-                   batch: TrajectoryBatch | None = None) -> Advantages:
+                   batch: TurnBatch | None = None) -> Advantages:
         """The estimator's advantages after compact filtering; a turn- or token-level estimator also needs the
         ``batch`` (its turns and their spans) and gives [B, T]."""
         valid = self.valid(terminations)

@@ -4,13 +4,26 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Hashable, Sequence
+from typing import Hashable, Protocol, Sequence
 
 import torch
 from torch import Tensor
 
 from agentrl_plugins.algorithms.advantages import grpo
 from agentrl_plugins.types import TurnOutcome
+
+
+class TurnBatch(Protocol):
+    """A batch that carries its trajectories' turns (a step's ``TrajectoryBatch``, the parity batch)."""
+
+    @property
+    def response_mask(self) -> Tensor: ...
+
+    @property
+    def turns(self) -> Sequence[Sequence[TurnOutcome]]: ...
+
+    @property
+    def turn_spans(self) -> Sequence[Sequence[tuple[int, int]]]: ...
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ framework's environment and writes the output. Both are JSON objects; float64 va
 written by Python's ``json`` (shortest round-trip repr), so nothing is lost in transit.
 B is the number of trajectories, T the padded response length.
 
-Input (``format`` = ``agentrl-parity-input``, ``version`` 2)::
+Input (``format`` = ``agentrl-parity-input``, ``version`` 3)::
 
     recipe: the resolved recipe (``recipe_to_dict``; ``build_recipe`` reads it back)
     batch:
@@ -21,12 +21,17 @@ Input (``format`` = ``agentrl-parity-input``, ``version`` 2)::
       logprobs: [B][T]          the learner's log-probs being differentiated (ratio numerator)
       entropies: [B][T]         the learner's per-token entropy (what its forward pass returns beside
                                 the log-probs; 0 off the mask)
+      turn_spans: [B][turns][2] each turn's [start, end) in the response
+      turn_states: [B][turns]   int|null, the anchor state of each turn, numbered (equal numbers: equal
+                                states; turn-level estimators group by them)
+      turn_rewards: [B][turns]  float|null, the environment's own reward for each turn
 
-Output (``format`` = ``agentrl-parity-output``, ``version`` 2)::
+Output (``format`` = ``agentrl-parity-output``, ``version`` 3)::
 
     framework: str; versions: {distribution: version}
-    advantages: [B]             per trajectory, in the core's convention (a row scale an adapter
-                                folds into the advantages for the loss denominator is divided out)
+    advantages: [B] or [B][T]   per trajectory (or per token, for a turn- or token-level estimator), in
+                                the core's convention (a row scale an adapter folds into the advantages
+                                for the loss denominator is divided out)
     weights: [B][T]             per-token correction weight on each loss token (0 elsewhere)
     loss: float                 the scalar the framework would backpropagate
     gradient: [B][T]            d loss / d logprobs
@@ -51,10 +56,11 @@ from torch import Tensor
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.recipe import build_recipe, recipe_to_dict
 from agentrl_plugins.recipe_schema import Recipe
+from agentrl_plugins.types import TurnOutcome
 
 INPUT_FORMAT = "agentrl-parity-input"
 OUTPUT_FORMAT = "agentrl-parity-output"
-VERSION = 2
+VERSION = 3
 COMPARED_KEYS = ("advantage.estimator", "advantage.masked_in_baseline", "loss.aggregation", "loss.clip_low",
                  "loss.clip_high", "loss.clip_c", "correction.name", "filtering.compact")
 """The recipe keys a parity run exercises; each adapter reports how it maps them."""
@@ -82,21 +88,28 @@ class ParityBatch:
     old_logprobs: Tensor
     logprobs: Tensor
     entropies: Tensor
+    turns: tuple[tuple[TurnOutcome, ...], ...] = ()
+    turn_spans: tuple[tuple[tuple[int, int], ...], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"seed": self.seed, "rewards": self.rewards.tolist(), "group_ids": self.group_ids.tolist(),
                 "terminations": list(self.terminations), "hacked": self.hacked.tolist(),
                 "response_mask": self.response_mask.tolist(), "sampler_logprobs": self.sampler_logprobs.tolist(),
                 "old_logprobs": self.old_logprobs.tolist(), "logprobs": self.logprobs.tolist(),
-                "entropies": self.entropies.tolist()}
+                "entropies": self.entropies.tolist(), "turn_spans": [list(map(list, s)) for s in self.turn_spans],
+                "turn_states": [[t.state for t in turns] for turns in self.turns],
+                "turn_rewards": [[t.reward for t in turns] for turns in self.turns]}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ParityBatch:
+        turns = tuple(tuple(TurnOutcome(state, reward=reward) for state, reward in zip(states, rewards, strict=True))
+                      for states, rewards in zip(data["turn_states"], data["turn_rewards"], strict=True))
         return cls(seed=int(data["seed"]), rewards=_tensor(data["rewards"]),
                    group_ids=_tensor(data["group_ids"], torch.long), terminations=tuple(data["terminations"]),
                    hacked=_tensor(data["hacked"], torch.bool), response_mask=_tensor(data["response_mask"]),
                    sampler_logprobs=_tensor(data["sampler_logprobs"]), old_logprobs=_tensor(data["old_logprobs"]),
-                   logprobs=_tensor(data["logprobs"]), entropies=_tensor(data["entropies"]))
+                   logprobs=_tensor(data["logprobs"]), entropies=_tensor(data["entropies"]), turns=turns,
+                   turn_spans=tuple(tuple((int(a), int(b)) for a, b in spans) for spans in data["turn_spans"]))
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import Any
+from typing import Any, Hashable
 
 import torch
 
@@ -26,7 +26,7 @@ from agentrl_plugins.episode import run_episode
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.testing import ByteChatTokenizer, ScriptedGenerate
-from agentrl_plugins.types import Limits, Trajectory
+from agentrl_plugins.types import Limits, Trajectory, TurnOutcome
 from agentrl_plugins.verifiers import build_verifier
 
 LIMITS = Limits(max_turns=6, max_context_tokens=2048, max_new_tokens_per_turn=48, timeout_s=300.0)
@@ -90,4 +90,13 @@ def record_batch(recipe: Recipe, seed: int, plugin_manager: Any = None) -> Parit
     return ParityBatch(seed=seed, rewards=recorded.rewards, group_ids=recorded.group_ids,
                        terminations=recorded.terminations, hacked=recorded.hacked, response_mask=mask,
                        sampler_logprobs=sampler * mask, old_logprobs=old * mask, logprobs=current * mask,
-                       entropies=entropies * mask)
+                       entropies=entropies * mask, turns=numbered_states(recorded.turns),
+                       turn_spans=recorded.turn_spans)
+
+
+def numbered_states(turns: tuple[tuple[TurnOutcome, ...], ...]) -> tuple[tuple[TurnOutcome, ...], ...]:
+    """The turns with each distinct anchor state replaced by its number in order of first appearance (what the
+    parity file carries: equal states stay equal), their next states dropped, their own rewards kept."""
+    numbers: dict[Hashable, int] = {}
+    return tuple(tuple(TurnOutcome(None if t.state is None else numbers.setdefault(t.state, len(numbers)),
+                                   reward=t.reward) for t in row) for row in turns)

@@ -19,7 +19,7 @@ from agentrl_plugins.runs.figures import loss_token_mean
 def reference(recipe: Recipe, batch: ParityBatch, plugin_manager=None) -> ParityResult:
     """The core reference (``agentrl_plugins.algorithms`` through the recipe's algorithm) in float64."""
     algorithm = RecipeAlgorithm.from_recipe(recipe, plugin_manager)
-    advantages = algorithm.advantages(batch.rewards, batch.group_ids, batch.terminations)
+    advantages = algorithm.advantages(batch.rewards, batch.group_ids, batch.terminations, batch)
     mask = batch.response_mask * advantages.valid[:, None].to(batch.response_mask.dtype)
     correction = algorithm.correct(batch.old_logprobs, batch.sampler_logprobs, mask)
     logprobs = batch.logprobs.clone().requires_grad_()

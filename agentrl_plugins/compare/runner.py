@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from agentrl_plugins.compare.batch import ParityResult, read_result
-from agentrl_plugins.compare.side import NO_ADAPTER_EXIT
+from agentrl_plugins.compare.side import NO_ADAPTER_EXIT, REFUSED_EXIT
 from agentrl_plugins.errors import AgentRLError, UnknownNameError
 from agentrl_plugins.frameworks import (
     PYTHON_VARIABLE,
@@ -74,6 +74,8 @@ def run_side(env: FrameworkEnv, input_path: Path, output_path: Path) -> ParityRe
         if done.returncode == NO_ADAPTER_EXIT or "No module named 'agentrl_plugins'" in done.stderr:
             raise FrameworkEnvError(f"{env.python} has no {adapter_distribution(env.framework)} ({tail}); "
                                     f"{install_hint(env.framework)}")
+        if done.returncode == REFUSED_EXIT:
+            raise FrameworkEnvError(f"{env.framework} refuses the recipe: {done.stderr.strip().splitlines()[-1]}")
         raise FrameworkEnvError(f"{env.framework}'s side failed ({' '.join(command[:4])}, exit "
                                 f"{done.returncode}):\n{tail}")
     print(f"parity: {env.framework} done in {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)

@@ -20,6 +20,7 @@ from torch import Tensor
 
 from agentrl_plugins.adapter import FrameworkConfig
 from agentrl_plugins.compare.batch import COMPARED_KEYS, ParityBatch, ParityResult, read_input, write_result
+from agentrl_plugins.errors import RecipeError
 from agentrl_plugins.recipe_schema import Recipe
 
 Compute = Callable[[Recipe, ParityBatch], ParityResult]
@@ -48,6 +49,8 @@ def gradient(loss: Tensor, logprobs: Tensor) -> Tensor:
 
 
 NO_ADAPTER_EXIT = 3
+REFUSED_EXIT = 4
+"""The exit status of a side whose adapter refuses the recipe (its message, one line, is the last of stderr)."""
 """The side's exit status when this environment has no adapter (or no parity side) for the framework."""
 
 
@@ -83,7 +86,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise SystemExit(NO_ADAPTER_EXIT) from None
     torch.set_num_threads(1)
     recipe, batch = read_input(args.input)
-    write_result(args.output, compute(recipe, batch))
+    try:
+        result = compute(recipe, batch)
+    except RecipeError as error:
+        print(str(error).replace("\n", " "), file=sys.stderr)
+        raise SystemExit(REFUSED_EXIT) from None
+    write_result(args.output, result)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from agentrl_plugins.compare.reference import reference
 from agentrl_plugins.compare.report import ParityRun, write_report
 from agentrl_plugins.compare.runner import FrameworkEnv, FrameworkEnvError, find_env, run_side
 from agentrl_plugins.compare.table import QUANTITIES, markdown, parity_table
-from agentrl_plugins.errors import AgentRLError, UnknownNameError
+from agentrl_plugins.errors import AgentRLError, RecipeError, UnknownNameError
 from agentrl_plugins.recipe import apply_overrides, load_recipe
 from agentrl_plugins.runs.figures import FIGURES
 
@@ -57,6 +57,10 @@ def test_the_recorded_batch_has_every_case_parity_needs(batch):
     ratio = (batch.logprobs - batch.old_logprobs)[on].exp()
     assert (ratio < 0.8).any() and (ratio > 1.28).any() and (ratio > 3.0).any()
     assert batch.sampler_logprobs[~on].abs().sum() == 0
+    # turn-level credit: every turn has its span and anchor, and anchors repeat within a group
+    assert [len(t) for t in batch.turns] == [len(s) for s in batch.turn_spans] and all(map(len, batch.turns))
+    anchors = [(int(batch.group_ids[row]), turn.state) for row, turns in enumerate(batch.turns) for turn in turns]
+    assert len(set(anchors)) < len(anchors) and all(state is not None for _, state in anchors)
 
 
 def test_same_seed_same_batch_and_another_seed_other_logprobs(batch):
@@ -72,6 +76,7 @@ def test_input_and_output_files_round_trip_exactly(tmp_path, batch):
     for name in ("rewards", "group_ids", "hacked", "response_mask", "sampler_logprobs", "old_logprobs", "logprobs",
                  "entropies"):
         assert torch.equal(getattr(read_batch, name), getattr(batch, name)), name
+    assert read_batch.turns == batch.turns and read_batch.turn_spans == batch.turn_spans
     result = as_framework(reference(recipe, batch), "verl", [ByDesign({"loss.clip_c": None}, "why")])
     back = read_result(write_result(tmp_path / "out.json", result))
     assert (back.loss == result.loss and torch.equal(back.gradient, result.gradient)
@@ -172,3 +177,25 @@ def test_the_reference_figures_follow_their_definitions_on_the_batch(batch):
     assert figures["clip_fraction"] == pytest.approx(sum(clipped) / len(clipped), abs=1e-12) and 0 < sum(clipped)
     assert figures["entropy"] == pytest.approx(batch.entropies[loss_tokens].mean().item(), abs=1e-12)
     assert figures["filtered_fraction"] == pytest.approx(1 - advantages.valid.double().mean().item())
+
+
+def test_a_side_whose_adapter_refuses_the_recipe_says_why_without_a_traceback(tmp_path, batch, monkeypatch,
+                                                                             capsys):
+    import agentrl_plugins.compare.side as side
+
+    def refusing(recipe, batch):
+        raise RecipeError(f"{recipe.name}: advantage.estimator = 'gigpo' gives one advantage per turn")
+
+    monkeypatch.setattr(side, "parity_compute", lambda framework: refusing)
+    path = write_input(tmp_path / "in.json", RECIPE, batch)
+    with pytest.raises(SystemExit) as stopped:
+        side.main(["verl", str(path), str(tmp_path / "out.json")])
+    assert stopped.value.code == side.REFUSED_EXIT
+    message = capsys.readouterr().err.strip()
+    assert message == "deepswe_grpopp: advantage.estimator = 'gigpo' gives one advantage per turn"
+    fake = tmp_path / "python"
+    fake.write_text(f"#!/bin/sh\necho 'Traceback (most recent call last):' >&2\necho \"{message}\" >&2\n"
+                    f"exit {side.REFUSED_EXIT}\n")
+    fake.chmod(0o755)
+    with pytest.raises(FrameworkEnvError, match=r"^verl refuses the recipe: deepswe_grpopp: advantage.estimator"):
+        run_side(FrameworkEnv("verl", fake, "test"), path, tmp_path / "o.json")

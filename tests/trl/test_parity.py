@@ -20,6 +20,8 @@ VARIANTS = [
     ("gspo", {"loss.clip_low": 0.02, "loss.clip_high": 0.03}),
     ("gspo", {"loss.aggregation": "seq-mean-token-sum", "filtering.compact": True}),
     ("cispo", {"loss.clip_high": 0.1}),
+    ("gigpo", {}),
+    ("gigpo", {"advantage.gamma": 0.5, "filtering.compact": True, "loss.aggregation": "seq-mean-token-sum"}),
 ]
 
 

@@ -70,15 +70,17 @@ class RecordingAlgorithm:
 
 
 def trajectories(batch: ParityBatch) -> list[Trajectory]:
-    """The batch as the trajectories the rollout would have kept (token ids are irrelevant to the loss)."""
+    """The batch as the trajectories the rollout would have kept, with their turns (token ids are irrelevant to
+    the loss)."""
     rows = []
     for row in range(len(batch.rewards)):
         mask = batch.response_mask[row]
         verdict = Verdict(batch.rewards[row].item(), False, flags={"hacked": bool(batch.hacked[row])})
         rows.append(Trajectory(task_id=str(row), prompt_ids=[0], response_ids=[0] * mask.numel(),
                                response_mask=mask.long().tolist(), logprobs=batch.sampler_logprobs[row].tolist(),
-                               turn_spans=[], termination=batch.terminations[row], reward=verdict.reward,
-                               verdict=verdict, group_id=int(batch.group_ids[row])))
+                               turn_spans=list(batch.turn_spans[row]), termination=batch.terminations[row],
+                               reward=verdict.reward, verdict=verdict, group_id=int(batch.group_ids[row]),
+                               turns=list(batch.turns[row])))
     return rows
 
 
