@@ -31,6 +31,13 @@ LOSS_PARAMETERS = ("clip_low", "clip_high", "clip_c")
 """The recipe's policy-loss parameters; each policy loss takes the ones its signature names."""
 
 
+def named_params(function: Callable[..., Any], section: Any, keys: Sequence[str]) -> dict[str, Any]:
+    """The values of ``section``'s ``keys`` that ``function``'s signature names, by name: how a component takes
+    the recipe parameters it wants."""
+    accepted = inspect.signature(function).parameters
+    return {key: getattr(section, key) for key in keys if key in accepted}
+
+
 class UnusedSettingWarning(UserWarning):
     """A recipe sets a value its components do not use."""
 
@@ -127,13 +134,11 @@ class RecipeAlgorithm:
 
     def advantage_params(self) -> dict[str, float]:
         """The recipe's ``advantage.gamma``/``step_weight`` that the estimator takes, by name."""
-        accepted = inspect.signature(self.estimator).parameters
-        return {key: getattr(self.recipe.advantage, key) for key in ADVANTAGE_PARAMETERS if key in accepted}
+        return named_params(self.estimator, self.recipe.advantage, ADVANTAGE_PARAMETERS)
 
     def correction_params(self) -> dict[str, float]:
         """The recipe's ``correction.cap``/``low``/``high`` that the correction takes, by name."""
-        accepted = inspect.signature(self.correction).parameters
-        return {key: getattr(self.recipe.correction, key) for key in CORRECTION_PARAMETERS if key in accepted}
+        return named_params(self.correction, self.recipe.correction, CORRECTION_PARAMETERS)
 
     def correct(self, learner_logp: Tensor, sampler_logp: Tensor, mask: Tensor) -> CorrectionResult:
         """Per-token weights for the sampler/learner mismatch; the recipe's cap/low/high go to whichever it takes."""
@@ -141,8 +146,7 @@ class RecipeAlgorithm:
 
     def loss_params(self) -> dict[str, Any]:
         """The recipe's ``loss.clip_low``/``clip_high``/``clip_c`` that the policy loss takes, by name."""
-        accepted = inspect.signature(self.policy).parameters
-        return {key: getattr(self.recipe.loss, key) for key in LOSS_PARAMETERS if key in accepted}
+        return named_params(self.policy, self.recipe.loss, LOSS_PARAMETERS)
 
     def policy_loss(self, logprobs: Tensor, old_logprobs: Tensor, advantages: Tensor, mask: Tensor,
                     weights: Tensor | None = None, sampler_logprobs: Tensor | None = None) -> PolicyLossResult:

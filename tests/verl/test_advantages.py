@@ -103,3 +103,22 @@ def test_sequence_mean_losses_get_the_row_scale_that_restores_the_cores_denomina
 
 def test_verls_lookup_returns_the_registered_wrapper():
     assert get_adv_estimator_fn("agentrl_rloo").__name__ == "agentrl_rloo"
+
+
+def test_a_trajectory_estimator_naming_an_advantage_parameter_gets_the_recipes_value(tmp_path):
+    from agentrl_verl.verl_plugin.estimators import verl_estimator
+
+    seen = []
+
+    def discounted_rloo(rewards, group_ids, valid=None, *, masked_in_baseline=True, gamma=1.0):
+        seen.append(gamma)
+        return gamma * rloo(rewards, group_ids, valid, masked_in_baseline=masked_in_baseline)
+
+    recipe = load_recipe("rloo", {"advantage.gamma": 0.5})
+    config = OmegaConf.create({"algorithm": {}, "agentrl": {
+        "recipe": str(write_recipe_file(tmp_path / "recipe.toml", recipe))}}).algorithm
+    data = batch()
+    values, _ = verl_estimator(discounted_rloo)(data.batch["token_level_rewards"], data.batch["response_mask"],
+                                                config, np.array(GROUPS, dtype=object))
+    assert seen == [0.5]
+    assert torch.allclose(values, per_row(0.5 * rloo(REWARDS, group_tensor()), data), atol=1e-6)

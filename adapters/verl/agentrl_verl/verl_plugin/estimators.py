@@ -4,7 +4,8 @@ verl calls ``fn(token_level_rewards, response_mask, config, index, ...)`` with
 ``config`` = ``config.algorithm``. The wrapper sums each row's rewards, hands the
 core estimator the group ids and the compact-filter flags (a row whose
 ``response_mask`` is all zero is a filtered one: the agent loop zeroes it), and
-broadcasts the advantages over the mask. ``advantage.masked_in_baseline`` is read from
+broadcasts the advantages over the mask. ``advantage.masked_in_baseline`` (and the ``advantage.*`` parameters
+the estimator names) are read from
 the recipe that ``+agentrl.recipe`` at the config's root names (without one, in a verl
 config of the user's own, the schema's default, true: verl's own estimators behave so).
 
@@ -24,6 +25,7 @@ import torch
 from torch import Tensor
 from verl.trainer.ppo.core_algos import register_adv_est
 
+from agentrl_plugins.algorithm import ADVANTAGE_PARAMETERS, named_params
 from agentrl_plugins.algorithms.aggregation import row_scale as core_row_scale
 from agentrl_plugins.plugins import get_plugin_manager
 from agentrl_plugins.recipe_schema import AdvantageSection
@@ -53,9 +55,10 @@ def verl_estimator(compute: Callable[..., Tensor]) -> Callable[..., tuple[Tensor
             raise ValueError("agentrl estimators need verl's group index (the 'uid' column)")
         rewards = token_level_rewards.sum(dim=-1)
         valid = response_mask.sum(dim=-1) > 0
-        masked_in_baseline = (recipe_from_config(config).advantage if select(config, RECIPE_KEY) is not None
-                              else AdvantageSection()).masked_in_baseline
-        values = compute(rewards, group_ids(index).to(rewards.device), valid, masked_in_baseline=masked_in_baseline)
+        section = recipe_from_config(config).advantage if select(config, RECIPE_KEY) is not None else AdvantageSection()
+        values = compute(rewards, group_ids(index).to(rewards.device), valid,
+                         masked_in_baseline=section.masked_in_baseline,
+                         **named_params(compute, section, ADVANTAGE_PARAMETERS))
         scale = row_scale(select(config, "actor_rollout_ref.actor.loss_agg_mode"), valid)
         advantages = (values * scale).to(token_level_rewards.dtype).unsqueeze(-1) * response_mask
         return advantages, advantages
