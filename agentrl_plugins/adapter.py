@@ -75,11 +75,8 @@ def correction_parameter_rows(recipe: Recipe, setting: str, status: MappingStatu
     from agentrl_plugins.algorithm import CORRECTION_PARAMETERS, RecipeAlgorithm
 
     used = RecipeAlgorithm.from_recipe(recipe, plugin_manager).correction_params()
-    return [ComponentMapping(f"correction.{key}", getattr(recipe.correction, key), setting, status,
-                             f"read by {recipe.correction.name}") if key in used else
-            ComponentMapping(f"correction.{key}", getattr(recipe.correction, key), "-", "native",
-                             "unused by this correction")
-            for key in CORRECTION_PARAMETERS]
+    return _parameter_rows("correction", recipe.correction, ("correction", recipe.correction.name),
+                           CORRECTION_PARAMETERS, used, setting, status)
 
 
 def advantage_parameter_rows(recipe: Recipe, setting: str, status: MappingStatus,
@@ -89,11 +86,19 @@ def advantage_parameter_rows(recipe: Recipe, setting: str, status: MappingStatus
     from agentrl_plugins.algorithm import ADVANTAGE_PARAMETERS, RecipeAlgorithm
 
     used = RecipeAlgorithm.from_recipe(recipe, plugin_manager).advantage_params()
-    return [ComponentMapping(f"advantage.{key}", getattr(recipe.advantage, key), setting, status,
-                             f"read by {recipe.advantage.estimator}") if key in used else
-            ComponentMapping(f"advantage.{key}", getattr(recipe.advantage, key), "-", "native",
-                             "unused by this estimator")
-            for key in ADVANTAGE_PARAMETERS]
+    return _parameter_rows("advantage", recipe.advantage, ("estimator", recipe.advantage.estimator),
+                           ADVANTAGE_PARAMETERS, used, setting, status)
+
+
+def _parameter_rows(section: str, values: Any, component: tuple[str, str], keys: Sequence[str],
+                    used: Mapping[str, Any], setting: str, status: MappingStatus) -> list[ComponentMapping]:
+    """One row per parameter key of ``section``: read by the ``component`` (its kind and name) at ``setting``, or
+    unused by it."""
+    kind, name = component
+    return [ComponentMapping(f"{section}.{key}", getattr(values, key), setting, status, f"read by {name}")
+            if key in used else ComponentMapping(f"{section}.{key}", getattr(values, key), "-", "native",
+                                                 f"unused by this {kind}")
+            for key in keys]
 
 
 def decided_settings(mappings: Sequence[ComponentMapping], requirements: Sequence[Decided] = ()) -> list[Decided]:
