@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Mapping, Protocol, Sequence
 
-from agentrl_plugins.errors import RecipeError
 from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.user_config import Decided
 
@@ -90,6 +89,23 @@ def advantage_parameter_rows(recipe: Recipe, setting: str, status: MappingStatus
                            ADVANTAGE_PARAMETERS, used, setting, status)
 
 
+def turn_reward_rows(recipe: Recipe, setting: str, status: MappingStatus,
+                     plugin_manager: Any = None) -> list[ComponentMapping]:
+    """The rows of ``turn_reward.name`` and ``.signal``: the episode runner at ``setting`` adds the turn reward to
+    each turn's, with ``status``; the signal is read by the turn reward or marked unused."""
+    from agentrl_plugins.turn_rewards import TURN_REWARD_PARAMETERS, turn_reward_params
+
+    section = recipe.turn_reward
+    used = turn_reward_params(recipe, plugin_manager)
+    note = ("no turn reward" if section.name == "none" else
+            "the core episode runner adds it to each turn's reward" + (f", discounted by advantage.gamma "
+                                                                       f"= {recipe.advantage.gamma}"
+                                                                       if "gamma" in used else ""))
+    return [ComponentMapping("turn_reward.name", section.name, setting, status, note),
+            *_parameter_rows("turn_reward", section, ("turn reward", section.name),
+                             TURN_REWARD_PARAMETERS, used, setting, status)]
+
+
 def _parameter_rows(section: str, values: Any, component: tuple[str, str], keys: Sequence[str],
                     used: Mapping[str, Any], setting: str, status: MappingStatus) -> list[ComponentMapping]:
     """One row per parameter key of ``section``: read by the ``component`` (its kind and name) at ``setting``, or
@@ -118,15 +134,3 @@ class FrameworkAdapter(Protocol):
     def describe(self, recipe: Recipe) -> FrameworkConfig: ...
 
     def run(self, recipe: Recipe, options: RunOptions) -> Path | None: ...
-
-
-def require_trajectory_advantages(recipe: Recipe, framework: str) -> None:
-    """Refuse, by name, a turn- or token-level estimator in a framework whose adapter carries one advantage per
-    trajectory only."""
-    from agentrl_plugins.plugins import get_plugin_manager
-
-    level = get_plugin_manager().get("advantage", recipe.advantage.estimator).level
-    if level != "trajectory":
-        raise RecipeError(f"{recipe.name}: advantage.estimator = {recipe.advantage.estimator!r} gives one advantage "
-                          f"per {level}, and the {framework} adapter carries one per trajectory only so far; run it "
-                          "through trl")

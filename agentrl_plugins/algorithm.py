@@ -21,7 +21,7 @@ from agentrl_plugins.algorithms.credit import CreditInputs, TurnBatch, turn_valu
 from agentrl_plugins.algorithms.filtering import compact_filter
 from agentrl_plugins.algorithms.policy_loss import PolicyLossInputs, PolicyLossResult
 from agentrl_plugins.errors import AgentRLError, RecipeError
-from agentrl_plugins.recipe_schema import Recipe
+from agentrl_plugins.recipe_schema import AdvantageSection, Recipe
 
 CORRECTION_PARAMETERS = ("cap", "low", "high")
 """The recipe's correction parameters; each correction takes the ones its signature names."""
@@ -65,6 +65,34 @@ class Advantages:
         return padded
 
 
+def estimated_advantages(estimator: Callable[..., Any], level: str, name: str, section: AdvantageSection,
+                         rewards: Tensor, group_ids: Tensor, valid: Tensor, batch: TurnBatch | None = None) -> Tensor:
+    """What estimator ``name`` of ``level`` gives for the rows (``valid``: kept after filtering), with the
+    parameters of ``section`` it names: [B] for a trajectory-level one; [B, T] for a turn- or token-level one,
+    which also needs ``batch`` (the rows' turns and spans) and is 0 on filtered rows. Every adapter computes
+    advantages here."""
+    params = named_params(estimator, section, ADVANTAGE_PARAMETERS)
+    if level == "trajectory":
+        return estimator(rewards, group_ids, valid, masked_in_baseline=section.masked_in_baseline, **params)
+    if batch is None or len(batch.turns) != len(rewards):
+        raise AgentRLError(f"advantage estimator {name!r} is {level}-level: it needs the trajectories' turns, "
+                           "which this framework's path does not pass")
+    credit = CreditInputs(rewards, group_ids, valid, batch.turns, batch.turn_spans, batch.response_mask.size(1))
+    values = estimator(credit, masked_in_baseline=section.masked_in_baseline, **params)
+    values = turn_values_to_tokens(values, credit) if level == "turn" else values
+    return _checked_tokens(name, values, credit) * valid[:, None].to(credit.rewards.dtype)
+
+
+def _checked_tokens(name: str, values: Any, credit: CreditInputs) -> Tensor:
+    shape = (len(credit.rewards), credit.width)
+    if not isinstance(values, Tensor) or tuple(values.shape) != shape:
+        raise AgentRLError(f"advantage estimator {name!r}: expected per-token advantages of shape {shape}, got "
+                           f"{tuple(getattr(values, 'shape', ())) or type(values).__name__}")
+    if values.requires_grad or not bool(torch.isfinite(values).all()):
+        raise AgentRLError(f"advantage estimator {name!r}: advantages must be finite and carry no gradient")
+    return values.to(credit.rewards.dtype)
+
+
 @dataclass(frozen=True)
 class RecipeAlgorithm:
     """The estimator, correction and policy loss a recipe names, with the recipe's settings for each."""
@@ -86,6 +114,11 @@ class RecipeAlgorithm:
             raise RecipeError(f"{recipe.name}: advantage.estimator = {estimator.name!r} groups turns by their state "
                               f"keys, and environment {recipe.environment.name!r} emits none (its record does not "
                               "declare turn_states); pick a trajectory-level estimator such as grpo or rloo")
+        if recipe.turn_reward.name != "none" and estimator.level == "trajectory":
+            raise RecipeError(f"{recipe.name}: turn_reward.name = {recipe.turn_reward.name!r} rewards turns, and "
+                              f"advantage.estimator = {estimator.name!r} gives one advantage per trajectory from its "
+                              "reward alone, so the turn rewards would change nothing; pick a turn-level estimator "
+                              "such as grpo_turns or gigpo, or turn_reward.name = 'none'")
         algorithm = cls(
             recipe,
             estimator.compute,
@@ -110,27 +143,8 @@ class RecipeAlgorithm:
         """The estimator's advantages after compact filtering; a turn- or token-level estimator also needs the
         ``batch`` (its turns and their spans) and gives [B, T]."""
         valid = self.valid(terminations)
-        masked_in_baseline = self.recipe.advantage.masked_in_baseline
-        if self.level == "trajectory":
-            return Advantages(self.estimator(rewards, group_ids, valid, masked_in_baseline=masked_in_baseline,
-                                             **self.advantage_params()), valid)
-        if batch is None or len(batch.turns) != len(rewards):
-            raise AgentRLError(f"advantage estimator {self.recipe.advantage.estimator!r} is {self.level}-level: it "
-                               "needs the trajectories' turns, which this framework's path does not pass yet")
-        credit = CreditInputs(rewards, group_ids, valid, batch.turns, batch.turn_spans, batch.response_mask.size(1))
-        values = self.estimator(credit, masked_in_baseline=masked_in_baseline, **self.advantage_params())
-        values = turn_values_to_tokens(values, credit) if self.level == "turn" else values
-        return Advantages(self._checked_tokens(values, credit) * valid[:, None].to(credit.rewards.dtype), valid)
-
-    def _checked_tokens(self, values: Any, credit: CreditInputs) -> Tensor:
-        name = f"advantage estimator {self.recipe.advantage.estimator!r}"
-        shape = (len(credit.rewards), credit.width)
-        if not isinstance(values, Tensor) or tuple(values.shape) != shape:
-            raise AgentRLError(f"{name}: expected per-token advantages of shape {shape}, got "
-                               f"{tuple(getattr(values, 'shape', ())) or type(values).__name__}")
-        if values.requires_grad or not bool(torch.isfinite(values).all()):
-            raise AgentRLError(f"{name}: advantages must be finite and carry no gradient")
-        return values.to(credit.rewards.dtype)
+        return Advantages(estimated_advantages(self.estimator, self.level, self.recipe.advantage.estimator,
+                                               self.recipe.advantage, rewards, group_ids, valid, batch), valid)
 
     def advantage_params(self) -> dict[str, float]:
         """The recipe's ``advantage.gamma``/``step_weight`` that the estimator takes, by name."""

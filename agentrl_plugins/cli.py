@@ -214,7 +214,8 @@ def run_command(
         recipe = load_recipe(recipe_name, values, profile or default_profile(recipe_name, model))
         recipe_args = recipe_arguments(recipe_name, values, profile)
     for kind, names in (("advantage", [recipe.advantage.estimator]), ("correction", [recipe.correction.name]),
-                        ("policy_loss", [recipe.loss.policy]), ("environment", [recipe.environment.name]),
+                        ("policy_loss", [recipe.loss.policy]), ("turn_reward", [recipe.turn_reward.name]),
+                        ("environment", [recipe.environment.name]),
                         ("verifier", recipe.verifier.names)):
         for component in names:
             manager.get(kind, component)

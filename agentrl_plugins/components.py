@@ -114,6 +114,20 @@ class PolicyLoss(Component):
 
 
 @dataclass(frozen=True)
+class TurnReward(Component):
+    """``compute(turns, initial_signals, **params) -> rewards``: one reward (or None) per turn of an episode, from
+    its :class:`~agentrl_plugins.types.TurnOutcome` s and its start state's signals; ``params`` are the recipe's
+    ``turn_reward.signal`` and ``advantage.gamma`` (as ``gamma``), each passed when the signature names it.
+    The rewards add to the environment's own and reach turn-level estimators."""
+
+    name: str
+    compute: Callable[..., Any]
+    description: str
+    kind: ClassVar[str] = "turn_reward"
+    hook: ClassVar[str] = "agentrl_register_turn_rewards"
+
+
+@dataclass(frozen=True)
 class RecipeFile(Component):
     """A recipe data file (TOML) on disk."""
 
@@ -158,6 +172,6 @@ class Model(Component):
 
 
 KINDS: dict[str, type[Component]] = {
-    cls.kind: cls for cls in (Environment, Verifier, AdvantageEstimator, Correction, PolicyLoss, RecipeFile,
-                                Adapter, Model)
+    cls.kind: cls for cls in (Environment, Verifier, AdvantageEstimator, Correction, PolicyLoss, TurnReward,
+                                RecipeFile, Adapter, Model)
 }

@@ -28,7 +28,8 @@ class EpisodeSession(Protocol):
     """The state of one episode; ``step`` never raises on bad policy text.
 
     A session whose steps carry state keys may also have ``initial_state``, the key of the state the
-    episode starts from (the anchor of its first turn).
+    episode starts from (the anchor of its first turn), and ``initial_signals``, that state's signals (what a
+    potential-based turn reward needs for the first turn).
     """
 
     prompt: str

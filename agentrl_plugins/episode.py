@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
 from agentrl_plugins.chat import ChatCodec
 from agentrl_plugins.environment import EnvironmentSuite, VerifierFn
 from agentrl_plugins.types import Generation, Limits, Sampling, Task, Trajectory, TurnOutcome
+
+if TYPE_CHECKING:
+    from agentrl_plugins.turn_rewards import TurnRewardFn
 
 Generate = Callable[[list[int], Sampling], Awaitable[Generation]]
 
@@ -65,10 +68,13 @@ async def run_episode(
     policy_version: int = 0,
     codec: ChatCodec | None = None,
     hooks: Any = None,
+    turn_reward: TurnRewardFn | None = None,
 ) -> Trajectory:
     """Play one episode of ``task`` and return its token-exact trajectory, judged by ``verifier``.
 
-    ``hooks`` is a plugin manager's ``hook`` relay; when given, ``agentrl_episode_end`` fires.
+    ``turn_reward`` (the recipe's, :class:`~agentrl_plugins.turn_rewards.TurnRewardFn`) adds its per-turn
+    rewards to the environment's own. ``hooks`` is a plugin manager's ``hook`` relay; when given,
+    ``agentrl_episode_end`` fires.
     """
     started = time.monotonic()
     codec = codec or ChatCodec(tokenizer, env.system_prompt)
@@ -79,6 +85,7 @@ async def run_episode(
     termination = "max_turns"
     turns: list[TurnOutcome] = []
     state = getattr(session, "initial_state", None)
+    initial_signals = dict(getattr(session, "initial_signals", None) or {})
     try:
         for _ in range(limits.max_turns):
             room = limits.max_context_tokens - episode.length
@@ -126,6 +133,8 @@ async def run_episode(
         verdict = None
     finally:
         session.close()
+    if turn_reward is not None:
+        turns = turn_reward(turns, initial_signals)
     trajectory = Trajectory(
         task_id=task.id,
         prompt_ids=episode.prompt_ids,
@@ -143,6 +152,7 @@ async def run_episode(
         messages=messages,
         seconds=time.monotonic() - started,
         turns=turns,
+        initial_signals=initial_signals,
     )
     if hooks is not None:
         hooks.agentrl_episode_end(trajectory=trajectory)

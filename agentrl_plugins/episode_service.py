@@ -16,6 +16,7 @@ from agentrl_plugins.environment import EnvironmentSuite, VerifierFn, build_envi
 from agentrl_plugins.episode import Generate, run_episode
 from agentrl_plugins.errors import RecipeError, UnknownNameError
 from agentrl_plugins.recipe_schema import EnvironmentSection, Recipe
+from agentrl_plugins.turn_rewards import TurnRewardFn, build_turn_reward
 from agentrl_plugins.types import Limits, Sampling, Task, Trajectory
 from agentrl_plugins.verifiers import build_verifier
 
@@ -23,7 +24,7 @@ from agentrl_plugins.verifiers import build_verifier
 @dataclass
 class EpisodeService:
     """The recipe's episodes: one environment suite (its sandbox shared by every episode), its tasks by id,
-    the verifier, the limits and sampling, compact filtering, and the plugins' event hooks."""
+    the verifier, the turn reward, the limits and sampling, compact filtering, and the plugins' event hooks."""
 
     recipe: Recipe
     env: EnvironmentSuite
@@ -32,6 +33,7 @@ class EpisodeService:
     hooks: Any = None
     tasks: dict[str, Task] = field(default_factory=dict)
     environment_name: str = ""
+    turn_reward: TurnRewardFn | None = None
     closed: bool = False
 
     @classmethod
@@ -49,11 +51,12 @@ class EpisodeService:
                 check_enough_tasks(recipe, env)
             verifier = build_verifier(recipe.verifier.names, recipe.verifier.combine, plugin_manager)
             algorithm = RecipeAlgorithm.from_recipe(recipe, plugin_manager)
+            turn_reward = build_turn_reward(recipe, plugin_manager)
         except Exception:
             close_environment(env)
             raise
         return cls(recipe, env, verifier, algorithm, plugin_manager.hook, {task.id: task for task in env.tasks()},
-                   settings.name)
+                   settings.name, turn_reward)
 
     def split(self, name: str) -> list[Task]:
         """The tasks of split ``name`` (``environment.train_split`` or ``eval_split``), in the environment's order."""
@@ -90,7 +93,8 @@ class EpisodeService:
         """One episode of ``task`` through the core runner, scored by the verifier, announced to the hooks."""
         return await run_episode(self.env, task, generate, tokenizer, limits or self.limits(),
                                  verifier=self.verifier, sampling=sampling or self.sampling(), group_id=group_id,
-                                 policy_version=policy_version, codec=codec, hooks=self.hooks)
+                                 policy_version=policy_version, codec=codec, hooks=self.hooks,
+                                 turn_reward=self.turn_reward)
 
     def keeps(self, trajectory: Trajectory) -> bool:
         """Whether ``trajectory`` keeps its loss tokens after the recipe's compact filtering."""

@@ -26,14 +26,15 @@ from agentrl_plugins.components import (
     Model,
     PolicyLoss,
     RecipeFile,
+    TurnReward,
     Verifier,
 )
 from agentrl_plugins.types import Trajectory
 
 PROJECT = "agentrl"
-HOOK_CONTRACT_VERSION = "1.2"
+HOOK_CONTRACT_VERSION = "1.3"
 """The version of the hook contract below (1.0: the first wave; 1.1 adds ``agentrl_register_models``; 1.2 adds
-``agentrl_register_policy_losses``)."""
+``agentrl_register_policy_losses`` and turn-level credit; 1.3 adds ``agentrl_register_turn_rewards``)."""
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
@@ -82,6 +83,17 @@ def agentrl_register_policy_losses(register: Callable[[PolicyLoss], None]) -> No
       ``compute(inputs, **params) -> PolicyLossResult`` gives per-token loss terms for a
       :class:`~agentrl_plugins.algorithms.policy_loss.PolicyLossInputs`, and ``params`` are the recipe's
       ``loss.clip_low``, ``clip_high`` and ``clip_c`` its signature names.
+    """
+
+
+@hookspec
+def agentrl_register_turn_rewards(register: Callable[[TurnReward], None]) -> None:
+    """Register per-turn rewards a recipe's ``turn_reward.name`` can name (since contract 1.3).
+
+    - ``register``: call ``register(TurnReward(name, compute, description))`` once per turn reward;
+      ``compute(turns, initial_signals, **params)`` returns one reward (or None) per turn of an episode,
+      added to the environment's own; ``params`` are the recipe's ``turn_reward.signal`` and
+      ``advantage.gamma`` (as ``gamma``) its signature names.
     """
 
 

@@ -33,6 +33,7 @@ DEFAULT_PLUGINS = (
     "agentrl_plugins.default_plugins.advantages",
     "agentrl_plugins.default_plugins.corrections",
     "agentrl_plugins.default_plugins.policy_losses",
+    "agentrl_plugins.default_plugins.turn_rewards",
     "agentrl_plugins.default_plugins.recipes",
 )
 

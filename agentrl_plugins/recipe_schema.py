@@ -54,6 +54,12 @@ class CorrectionSection:
 
 
 @dataclass
+class TurnRewardSection:
+    name: str = "none"
+    signal: str = ""
+
+
+@dataclass
 class FilteringSection:
     compact: bool = False
     reasons: list[str] = field(default_factory=lambda: ["max_context", "max_turns", "timeout"])
@@ -117,6 +123,7 @@ SECTIONS: dict[str, type] = {
     "advantage": AdvantageSection,
     "loss": LossSection,
     "correction": CorrectionSection,
+    "turn_reward": TurnRewardSection,
     "filtering": FilteringSection,
     "rollout": RolloutSection,
     "optim": OptimSection,
@@ -135,6 +142,7 @@ class Recipe:
     advantage: AdvantageSection = field(default_factory=AdvantageSection)
     loss: LossSection = field(default_factory=LossSection)
     correction: CorrectionSection = field(default_factory=CorrectionSection)
+    turn_reward: TurnRewardSection = field(default_factory=TurnRewardSection)
     filtering: FilteringSection = field(default_factory=FilteringSection)
     rollout: RolloutSection = field(default_factory=RolloutSection)
     optim: OptimSection = field(default_factory=OptimSection)

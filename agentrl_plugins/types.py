@@ -74,12 +74,19 @@ class Limits:
     timeout_s: float = 600.0
 
 
+REDUNDANT_SIGNAL = "redundant"
+"""The turn signal (1.0 or 0.0) an environment sets on an action that changed nothing and showed nothing new (a
+repeated read, an edit that leaves the source as it was); runs count them per successful episode."""
+
+
 @dataclass(frozen=True)
 class TurnOutcome:
     """What one policy turn led to, for turn-level credit: the key of the state the policy acted from
     (``state``) and of the state its action led to (``next_state``; None when the episode ended before the
-    environment answered), the environment's own reward for the turn, and its named measurements of the new
-    state (``signals``, e.g. the share of public tests passing). Keys are hashable and equal for equal states."""
+    environment answered), the turn's reward (the environment's own plus the recipe's turn reward, None when
+    neither gives one), and named measurements of the turn and the state it led to (``signals``, e.g. the
+    share of public tests passing, or :data:`REDUNDANT_SIGNAL`). Keys are hashable and equal for equal
+    states; frameworks whose rollouts run in other processes move them by pickling."""
 
     state: Hashable | None = None
     next_state: Hashable | None = None
@@ -108,6 +115,8 @@ class Trajectory:
     seconds: float = 0.0
     turns: list[TurnOutcome] = field(default_factory=list)
     """One entry per policy turn, aligned with ``turn_spans``."""
+    initial_signals: Mapping[str, float] = field(default_factory=dict)
+    """The signals of the state the episode started from (the session's ``initial_signals``)."""
 
     @property
     def token_ids(self) -> list[int]:

@@ -52,10 +52,18 @@ def grpo(
     except a singleton group: verl returns r / (1 + eps) there, this returns 0.
     """
     with torch.no_grad():
-        x, member, inv, n, out = _grouped(rewards, group_ids, valid, masked_in_baseline)
-        centered = x - _group_sum(x, inv) / n.clamp(min=1)
-        var = _group_sum(torch.where(member, centered.square(), 0.0), inv) / (n - 1).clamp(min=1)
-        return torch.where(out, centered / (var.sqrt() + eps), 0.0)
+        centered, std, out = group_statistics(rewards, group_ids, valid, masked_in_baseline)
+        return torch.where(out, centered / (std + eps), 0.0)
+
+
+def group_statistics(rewards: Tensor, group_ids: Tensor, valid: Tensor | None,
+                     masked_in_baseline: bool) -> tuple[Tensor, Tensor, Tensor]:
+    """Per row: its reward minus its group's mean, the group's standard deviation (over n - 1), and whether the
+    row gets an advantage (kept, in a group of at least two members): what :func:`grpo` divides."""
+    x, member, inv, n, out = _grouped(rewards, group_ids, valid, masked_in_baseline)
+    centered = x - _group_sum(x, inv) / n.clamp(min=1)
+    var = _group_sum(torch.where(member, centered.square(), 0.0), inv) / (n - 1).clamp(min=1)
+    return centered, var.sqrt(), out
 
 
 def dr_grpo(

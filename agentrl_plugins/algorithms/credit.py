@@ -9,8 +9,8 @@ from typing import Hashable, Protocol, Sequence
 import torch
 from torch import Tensor
 
-from agentrl_plugins.algorithms.advantages import grpo
-from agentrl_plugins.types import TurnOutcome
+from agentrl_plugins.algorithms.advantages import group_statistics, grpo
+from agentrl_plugins.types import Trajectory, TurnOutcome
 
 
 class TurnBatch(Protocol):
@@ -24,6 +24,37 @@ class TurnBatch(Protocol):
 
     @property
     def turn_spans(self) -> Sequence[Sequence[tuple[int, int]]]: ...
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    """One trajectory's turns and their token spans as an adapter carries them from its rollout to its
+    advantage step (picklable, for verl's TransferQueue and Ray); spans may be shifted into the framework's
+    own token coordinates."""
+
+    turns: tuple[TurnOutcome, ...]
+    spans: tuple[tuple[int, int], ...]
+
+    @classmethod
+    def of(cls, trajectory: Trajectory, offset: int = 0) -> TurnRecord:
+        """``trajectory``'s turns, with each span moved by ``offset`` tokens."""
+        return cls(tuple(trajectory.turns), tuple((start + offset, end + offset)
+                                                  for start, end in trajectory.turn_spans))
+
+
+@dataclass(frozen=True)
+class TurnRows:
+    """A :class:`TurnBatch` made of per-row :class:`TurnRecord` s and the framework's [B, T] loss mask."""
+
+    response_mask: Tensor
+    turns: tuple[tuple[TurnOutcome, ...], ...]
+    turn_spans: tuple[tuple[tuple[int, int], ...], ...]
+
+    @classmethod
+    def of(cls, records: Sequence[TurnRecord], response_mask: Tensor) -> TurnRows:
+        if len(records) != response_mask.size(0):
+            raise ValueError(f"{len(records)} turn records for {response_mask.size(0)} rows")
+        return cls(response_mask, tuple(r.turns for r in records), tuple(r.spans for r in records))
 
 
 @dataclass(frozen=True)
@@ -92,3 +123,22 @@ def gigpo(credit: CreditInputs, *, masked_in_baseline: bool = True, gamma: float
         step.update({member_turn: float(value) for member_turn, value in zip(members, normalised)})
     return [[float(episode[row]) + step_weight * step.get((row, index), 0.0) if valid[row] else 0.0
              for index in range(len(turns))] for row, turns in enumerate(credit.turns)]
+
+
+def grpo_turns(credit: CreditInputs, *, masked_in_baseline: bool = True, gamma: float = 1.0,
+               eps: float = 1e-6) -> list[list[float]]:
+    """GRPO on each turn's return-to-go: A_t = (G_t - mean_g G_0) / (std_g G_0 + eps), with G_t the turn's
+    discounted return (:func:`discounted_returns`: its own and later turns' rewards and the trajectory's) and
+    the group statistics over the episodes' whole returns G_0, as :func:`~agentrl_plugins.algorithms.
+    advantages.grpo` takes them. Without turn rewards and with gamma 1, every G_t is the trajectory's
+    reward and this is ``grpo`` exactly. With potential shaping G_t loses Phi(s_t): a baseline on the state
+    each turn acted from. Filtered trajectories get 0, and so do the turns of a group whose whole returns are
+    all equal (as ``grpo`` gives such a group's trajectories 0: no outcome to learn from)."""
+    returns = [discounted_returns(turns, float(reward), gamma) for turns, reward in zip(credit.turns, credit.rewards)]
+    whole = credit.rewards.new_tensor([row[0] if row else float(reward)
+                                       for row, reward in zip(returns, credit.rewards)])
+    with torch.no_grad():
+        centered, std, out = group_statistics(whole, credit.group_ids, credit.valid, masked_in_baseline)
+    spread = out & (std > 0)
+    return [[(float(centered[row]) + (value - float(whole[row]))) / (float(std[row]) + eps) if spread[row] else 0.0
+             for value in row_returns] for row, row_returns in enumerate(returns)]

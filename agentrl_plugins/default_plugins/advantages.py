@@ -14,3 +14,6 @@ def agentrl_register_advantages(register):
     register(AdvantageEstimator("gigpo", credit.gigpo,
                                 "GiGPO: GRPO's episode advantage plus a step advantage within equal anchor states.",
                                 level="turn", needs_states=True))
+    register(AdvantageEstimator("grpo_turns", credit.grpo_turns,
+                                "GRPO on each turn's return-to-go (turn rewards and the outcome), group statistics "
+                                "of whole returns.", level="turn"))

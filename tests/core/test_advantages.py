@@ -102,7 +102,7 @@ def test_advantages_are_detached_and_registry_is_complete():
         assert estimator(rewards, torch.tensor([0, 0])).requires_grad is False, name
     assert set(ESTIMATORS) == {"grpo", "dr_grpo", "rloo"}
     assert {entry.record.name: entry.record.level for entry in BUILT_IN if entry.record.name not in ESTIMATORS} == {
-        "gigpo": "turn"}
+        "gigpo": "turn", "grpo_turns": "turn"}
 
 
 def test_compact_filter_default_reasons():

@@ -24,8 +24,9 @@ def agentrl_register_advantages(register):
 
 def test_builtins_are_registered_through_the_hooks_with_their_distribution():
     manager = PluginManager(load_entry_points=False)
-    assert manager.registry("advantage").names() == ["dr_grpo", "gigpo", "grpo", "rloo"]
+    assert manager.registry("advantage").names() == ["dr_grpo", "gigpo", "grpo", "grpo_turns", "rloo"]
     assert manager.registry("policy_loss").names() == ["cispo", "gspo", "ppo_clip"]
+    assert manager.registry("turn_reward").names() == ["none", "potential"]
     assert {"none", "token_tis", "sequence_tis", "icepop", "geometric_sequence_mask"} <= set(
         manager.registry("correction").names())
     entry = manager.registry("recipe").entry("deepswe_grpopp")

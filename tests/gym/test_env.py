@@ -9,7 +9,7 @@ import pytest
 from agentrl_plugins.episode import run_episode
 from agentrl_plugins.plugins import PluginManager
 from agentrl_plugins.testing import ByteChatTokenizer, ScriptedGenerate
-from agentrl_plugins.types import Limits
+from agentrl_plugins.types import REDUNDANT_SIGNAL, Limits
 from agentrl_plugins.verifiers import build_verifier
 
 from bugfix_gym import policies
@@ -138,7 +138,15 @@ def test_each_step_carries_the_source_as_its_state_key(gym):
     results = [session.step(m) for m in policies.solver(family)]
     fixed = family.op("swap_minmax").apply(family.buggy)
     assert [r.state for r in results] == [family.buggy, family.buggy, fixed, fixed, fixed]
-    assert all(r.signals == {} for r in results)  # turn signals are off by default
+    assert [r.signals for r in results] == [{REDUNDANT_SIGNAL: 0.0}] * 5  # pass fractions are off by default
+
+
+def test_a_repeated_read_or_test_of_an_unchanged_source_is_redundant(gym):
+    session = clamp_session(gym)
+    read, test, edit = format_call("read"), format_call("test"), format_call("edit", "swap_minmax")
+    actions = [read, read, test, test, edit, read, test, read, "not a tool call"]
+    flags = [session.step(action).signals[REDUNDANT_SIGNAL] for action in actions]
+    assert flags == [0, 1, 0, 1, 0, 0, 0, 1, 0], "after the edit the new source is read and tested once, freshly"
 
 
 async def test_turn_signals_measure_the_public_tests_each_step_and_reach_the_trajectory():
@@ -151,6 +159,7 @@ async def test_turn_signals_measure_the_public_tests_each_step_and_reach_the_tra
         assert [t.signals[PASS_SIGNAL] for t in trajectory.turns] == pytest.approx([1 / 3, 1 / 3, 1, 1, 1])
         assert [t.state == family.buggy for t in trajectory.turns] == [True, True, True, False, False]
         assert trajectory.turns[1].next_state == family.buggy and trajectory.turns[2].next_state != family.buggy
+        assert trajectory.initial_signals == {PASS_SIGNAL: pytest.approx(1 / 3)}, "the buggy source's share"
     finally:
         suite.close()
     with pytest.raises(TypeError, match="turn_signals must be true or false"):

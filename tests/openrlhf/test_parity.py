@@ -26,6 +26,7 @@ VARIANTS = [
     ("deepswe_grpopp", {"loss.entropy_coef": 0.01}),
     ("gspo", {"loss.clip_low": 0.02, "loss.clip_high": 0.03}),
     ("cispo", {"loss.clip_high": 0.1, "correction.name": "icepop", "correction.low": 0.5, "correction.high": 2.0}),
+    ("gigpo", {"advantage.gamma": 0.5, "filtering.compact": True, "loss.aggregation": "seq-mean-token-sum"}),
 ]
 
 

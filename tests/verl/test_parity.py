@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import pytest
+from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 
 from agentrl_plugins.compare.record import record_batch
 from agentrl_plugins.compare.table import parity_table
+from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.recipe import load_recipe
 
 import agentrl_verl.parity as parity
+from agentrl_verl.names import estimator_name
 
 VARIANTS = [
     ("deepswe_grpopp", {}),
@@ -22,6 +25,8 @@ VARIANTS = [
     ("gspo", {"loss.clip_low": 0.02, "loss.clip_high": 0.03}),
     ("gspo", {"correction.name": "token_tis", "correction.cap": 1.5, "loss.aggregation": "token-mean"}),
     ("cispo", {"loss.clip_high": 0.1}),
+    ("gigpo", {}),
+    ("gigpo", {"advantage.gamma": 0.5, "filtering.compact": True, "loss.aggregation": "seq-mean-token-sum"}),
 ]
 
 
@@ -42,6 +47,23 @@ def test_verl_computes_the_core_numbers(batch, name, overrides):
         on = result.weights[batch.response_mask.bool()]
         assert (on != 1).any() and (on <= max(recipe.correction.cap, recipe.correction.high)).all()
         assert (on != 0).any(), "some tokens must keep a weight, or the check compares zeros"
+
+
+def test_gigpo_through_verl_gives_per_token_advantages_that_differ_within_a_trajectory(batch):
+    recipe = load_recipe("gigpo")
+    result = parity.compute(recipe, batch)
+    assert result.advantages.shape == batch.response_mask.shape
+    on_policy = [row[mask.bool()] for row, mask in zip(result.advantages, batch.response_mask)]
+    assert any(len(set(row.tolist())) > 1 for row in on_policy), "step groups credit one episode's turns apart"
+
+
+def test_a_turn_level_estimator_outside_the_recording_trainer_is_a_clear_error(batch):
+    """verl's own lookup finds agentrl_gigpo; called with no turns handed over, it says where it must run."""
+    estimate = get_adv_estimator_fn(estimator_name("gigpo"))
+    rows = len(batch.rewards)
+    with pytest.raises(AgentRLError, match=rf"needs the turns of all {rows} rows \(0 carried\): it runs inside "
+                                           "agentrl's recording trainer"):
+        estimate(parity.token_rewards(batch), batch.response_mask, None, [str(g) for g in batch.group_ids.tolist()])
 
 
 def test_a_changed_upper_clip_in_the_mapping_is_reported(batch, monkeypatch):

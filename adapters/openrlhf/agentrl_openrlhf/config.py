@@ -31,8 +31,8 @@ from agentrl_plugins.adapter import (
     advantage_parameter_rows,
     correction_parameter_rows,
     decided_settings,
-    require_trajectory_advantages,
 )
+from agentrl_plugins.plugins import get_plugin_manager
 from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.user_config import Decided
 
@@ -179,7 +179,6 @@ def mappings(recipe: Recipe) -> list[ComponentMapping]:
     """One row per recipe key: the OpenRLHF setting, how faithfully (native, mapped, injected, patched or
     approximated), and the flags it decides (``native``, from which :func:`train_flags` and the check of your
     own flags are derived)."""
-    require_trajectory_advantages(recipe, "openrlhf")
     r, loss, optim, train = recipe.rollout, recipe.loss, recipe.optim, recipe.train
     correction = native_correction(recipe)
     exact = not plan(recipe).advantages
@@ -191,7 +190,10 @@ def mappings(recipe: Recipe) -> list[ComponentMapping]:
         row("advantage.estimator", recipe.advantage.estimator, f"algo.advantage.estimator={estimator}",
             "native" if exact else "patched",
             "" if exact else "RemoteExperienceMaker.compute_advantages_and_returns runs the core "
-                             "estimator; the flag only picks OpenRLHF's group path (no critic)",
+                             "estimator; the flag only picks OpenRLHF's group path (no critic)"
+                             + ("; per-token advantages from the turns each sample's label carries"
+                                if get_plugin_manager().get("advantage", recipe.advantage.estimator).level
+                                != "trajectory" else ""),
             {"algo.advantage.estimator": estimator}),
         row("advantage.masked_in_baseline", recipe.advantage.masked_in_baseline, "(group baseline)",
             "native" if exact else "patched",

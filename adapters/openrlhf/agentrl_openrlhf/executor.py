@@ -3,7 +3,8 @@
 The dataset's ``label`` is the task id (``agentrl openrlhf dataset`` writes it); the prompt
 text is only echoed back, since the runner renders the task's prompt with the tokenizer's chat
 template itself. The verifier's reward is the episode's reward. Policy tokens are exactly the
-``action_ranges``; a compact-filtered episode returns ``action_ranges=[]`` and so carries no loss.
+``action_ranges``; a compact-filtered episode returns ``action_ranges=[]`` and so carries no loss. For a
+turn- or token-level estimator the label also carries the episode's turns.
 """
 
 from __future__ import annotations
@@ -13,21 +14,25 @@ from typing import Any
 from openrlhf.utils.agent import AgentExecutorBase
 
 from agentrl_plugins.episode_service import EpisodeService
+from agentrl_plugins.plugins import get_plugin_manager
 from agentrl_plugins.runs.evaluate import honest_pass
 from agentrl_plugins.types import Trajectory
 
 from agentrl_openrlhf.engine import engine_generate
 from agentrl_openrlhf.recipe_env import recipe_from_env
 from agentrl_openrlhf.terminations import termination_logs
+from agentrl_openrlhf.turn_label import turn_label
 
 
-def executor_output(trajectory: Trajectory, prompt: Any, label: Any, images: Any, keep: bool) -> dict[str, Any]:
-    """OpenRLHF's executor dict for one episode; ``keep=False`` removes it from the loss."""
+def executor_output(trajectory: Trajectory, prompt: Any, label: Any, images: Any, keep: bool,
+                    carry_turns: bool = False) -> dict[str, Any]:
+    """OpenRLHF's executor dict for one episode; ``keep=False`` removes it from the loss; ``carry_turns`` attaches
+    its turns to the label (:mod:`agentrl_openrlhf.turn_label`), for a turn-level estimator."""
     offset = len(trajectory.prompt_ids)
     spans = [(offset + start, offset + end) for start, end in trajectory.turn_spans if end > start]
     return {
         "prompt": prompt,
-        "label": label,
+        "label": turn_label(label, trajectory) if carry_turns else label,
         "images": images,
         "mm_train_inputs": None,
         "reward": trajectory.reward,
@@ -55,11 +60,13 @@ class AgentExecutor(AgentExecutorBase):
     """
 
     def __init__(self):
-        self.service = EpisodeService.from_recipe(recipe_from_env())
+        recipe = recipe_from_env()
+        self.service = EpisodeService.from_recipe(recipe)
+        self.carry_turns = get_plugin_manager().get("advantage", recipe.advantage.estimator).level != "trajectory"
 
     async def execute(self, prompt, label, sampling_params, max_length: int, hf_tokenizer, llm_engine, images=None):
         task = self.service.task(label, "Write the prompt dataset with `agentrl openrlhf dataset`.")
         sampling = self.service.sampling(sampling_params.temperature, sampling_params.top_p, sampling_params.top_k)
         trajectory = await self.service.play(task, engine_generate(llm_engine, sampling_params), hf_tokenizer,
                                              sampling=sampling, limits=self.service.limits(max_length))
-        return executor_output(trajectory, prompt, label, images, self.service.keeps(trajectory))
+        return executor_output(trajectory, prompt, label, images, self.service.keeps(trajectory), self.carry_turns)

@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from agentrl_plugins.algorithm import RecipeAlgorithm
+from agentrl_plugins.algorithms.credit import TurnRecord
 from agentrl_plugins.compare.batch import ParityBatch, ParityResult
 from agentrl_plugins.compare.side import gradient, mapping_rows, versions
 from agentrl_plugins.errors import AgentRLError
@@ -40,6 +41,7 @@ from agentrl_openrlhf.cpu import SHIMS
 from agentrl_openrlhf.patches import install
 from agentrl_openrlhf.recorder import loss_tokens, train_row
 from agentrl_openrlhf.terminations import termination_logs
+from agentrl_openrlhf.turn_label import TurnLabel
 
 
 def use_shims_where_missing() -> None:
@@ -89,14 +91,18 @@ def policy_loss(args: Any, **changes: Any):
 
 
 def experience(batch: ParityBatch, action_mask: torch.Tensor) -> Any:
-    """The batch as one OpenRLHF ``Experience`` in rollout order, with the executor's termination logs."""
+    """The batch as one OpenRLHF ``Experience`` in rollout order, with the executor's termination logs and its
+    labels carrying the turns."""
     from openrlhf.trainer.ppo_utils.experience import Experience
 
     logs = [termination_logs(t) for t in batch.terminations]
     info = {key: torch.tensor([log[key] for log in logs]) for key in logs[0]}
+    labels = [TurnLabel(str(row), TurnRecord(turns, spans))
+              for row, (turns, spans) in enumerate(zip(batch.turns, batch.turn_spans, strict=True))]
     return Experience(action_mask=action_mask, action_log_probs=batch.old_logprobs,
                       rollout_log_probs=batch.sampler_logprobs, kl=torch.zeros_like(batch.old_logprobs),
-                      rewards=batch.rewards.clone(), index=list(range(len(batch.rewards))), info=info)
+                      rewards=batch.rewards.clone(), index=list(range(len(batch.rewards))), labels=labels,
+                      info=info)
 
 
 def native_weights(args: Any, batch: ParityBatch, action_mask: torch.Tensor) -> torch.Tensor:
@@ -124,7 +130,9 @@ def compute(recipe: Recipe, batch: ParityBatch) -> ParityResult:
     maker = RemoteExperienceMaker(None, None, None, None, FixedKLController(args.algo.kl.init_coef),
                                   SimpleNamespace(args=args), None)
     (made,) = maker.compute_advantages_and_returns([experience(batch, action_mask)])
-    advantages = (made.advantages * action_mask).sum(-1) / action_mask.sum(-1).clamp(min=1)
+    advantages = made.advantages * action_mask
+    if algorithm.level == "trajectory":
+        advantages = advantages.sum(-1) / action_mask.sum(-1).clamp(min=1)
     if plan(recipe).policy_loss:
         weights = algorithm.correct(batch.old_logprobs, batch.sampler_logprobs, action_mask).weights
     else:

@@ -13,18 +13,20 @@ import importlib
 import importlib.metadata
 import inspect
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 
 from agentrl_plugins.algorithm import RecipeAlgorithm
 from agentrl_plugins.algorithms.corrections import limited_fraction
+from agentrl_plugins.algorithms.credit import TurnRows
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.recipe_schema import Recipe
 
 from agentrl_openrlhf.aggregation import step_loss
 from agentrl_openrlhf.config import plan
 from agentrl_openrlhf.terminations import terminations_from_info
+from agentrl_openrlhf.turn_label import labelled_turns
 
 OPENRLHF_VERSION = "0.11.2"
 EXPERIENCE_MAKER = ("openrlhf.trainer.ppo_utils.experience_maker", "RemoteExperienceMaker",
@@ -85,6 +87,10 @@ def advantages_method(algorithm: RecipeAlgorithm) -> Callable[..., Any]:
 
     Length penalties, the KL reward, reward clipping and the per-token returns are OpenRLHF's.
     Groups are consecutive ``n_samples_per_prompt`` samples of the rollout order, as in OpenRLHF.
+    A trajectory's advantage is its reward at the last action token, returned to every earlier token as
+    OpenRLHF's REINFORCE returns do; per-token advantages (a turn-level estimator, from the turns the labels
+    carry) are added to the returns of the KL reward alone, clipped by the same range (the logged ``return`` then
+holds their mean over the action tokens).
     """
     from openrlhf.models.utils import compute_reward
     from openrlhf.trainer.ppo_utils.length_penalty import apply_length_penalties
@@ -98,17 +104,40 @@ def advantages_method(algorithm: RecipeAlgorithm) -> Callable[..., Any]:
         index = torch.tensor([i for e in experiences for i in e.index])
         rewards = torch.cat([e.rewards for e in experiences])
         ended = [reason for e in experiences for reason in terminations_from_info(e.info, len(e.index))]
-        values = algorithm.advantages(rewards, index // args.rollout.n_samples_per_prompt, ended).values
+        values = algorithm.advantages(rewards, index // args.rollout.n_samples_per_prompt, ended,
+                                      experience_turns(algorithm, experiences)).values
         for experience, advantage in zip(experiences, values.split([len(e.index) for e in experiences])):
-            reward = compute_reward(advantage, self.kl_ctl.value, experience.kl, action_mask=experience.action_mask,
-                                    reward_clip_range=args.reward.clip_range)
-            experience.returns = self.get_cumulative_returns(reward, experience.action_mask, 1.0)
+            clip = args.reward.clip_range
+            if advantage.dim() == 1:
+                reward = compute_reward(advantage, self.kl_ctl.value, experience.kl,
+                                        action_mask=experience.action_mask, reward_clip_range=clip)
+                experience.returns = self.get_cumulative_returns(reward, experience.action_mask, 1.0)
+                experience.info["return"] = reward.sum(dim=-1)
+            else:
+                mask = experience.action_mask
+                tokens = advantage[:, :mask.size(1)].to(experience.kl.dtype)
+                tokens = tokens.clamp(*clip) if clip else tokens
+                reward = compute_reward(torch.zeros_like(experience.rewards), self.kl_ctl.value, experience.kl,
+                                        action_mask=mask)
+                experience.returns = self.get_cumulative_returns(reward, mask, 1.0) + tokens
+                experience.info["return"] = reward.sum(-1) + (tokens * mask).sum(-1) / mask.sum(-1).clamp(min=1)
             experience.advantages = experience.returns.clone()
-            experience.info["return"] = reward.sum(dim=-1)
             experience.kl = None
         return experiences
 
     return compute_advantages_and_returns
+
+
+def experience_turns(algorithm: RecipeAlgorithm, experiences: Sequence[Any]) -> TurnRows | None:
+    """For a turn- or token-level estimator, every sample's turns (from its label) against the action masks,
+    right-padded to the widest micro-batch; None for a trajectory-level one."""
+    if algorithm.level == "trajectory":
+        return None
+    width = max(e.action_mask.size(1) for e in experiences)
+    mask = torch.cat([torch.nn.functional.pad(e.action_mask.float(), (0, width - e.action_mask.size(1)))
+                      for e in experiences])
+    labels = [label for e in experiences for label in e.labels]
+    return TurnRows.of(labelled_turns(labels, algorithm.recipe.advantage.estimator), mask)
 
 
 def policy_loss_forward(algorithm: RecipeAlgorithm) -> Callable[..., Any]:

@@ -22,10 +22,10 @@ from agentrl_plugins.adapter import (
     advantage_parameter_rows,
     correction_parameter_rows,
     decided_settings,
-    require_trajectory_advantages,
 )
 from agentrl_plugins.errors import RecipeError
 from agentrl_plugins.models import run_model
+from agentrl_plugins.plugins import get_plugin_manager
 from agentrl_plugins.recipe_schema import CorrectionSection, Recipe
 from agentrl_plugins.user_config import Decided
 
@@ -160,6 +160,9 @@ def estimator_overrides(recipe: Recipe) -> tuple[dict[str, Any], str, str]:
     if not exact:
         why = ("keeps the core's estimator, its baseline choice and its sequence-mean denominator (rows with "
                "loss tokens; verl's trainer divides by every row of the mini-batch)")
+        if get_plugin_manager().get("advantage", name).level != "trajectory":
+            why += ("; per-token advantages from each episode's turns, which the agent loop hands the recording "
+                    "trainer in extra_fields")
         return {"algorithm.adv_estimator": estimator_name(name)}, "injected", why
     twin, norm = VERL_TWINS[name]
     overrides: dict[str, Any] = {"algorithm.adv_estimator": twin}
@@ -245,7 +248,6 @@ def command(overrides: dict[str, Any]) -> list[str]:
 def mappings(recipe: Recipe) -> list[ComponentMapping]:
     """One row per recipe key: the verl setting it becomes, how faithfully, and the settings it decides
     (``native``, from which :func:`hydra_overrides` and the check of a user's own config are derived)."""
-    require_trajectory_advantages(recipe, "verl")
     r, loss, o, t, c = recipe.rollout, recipe.loss, recipe.optim, recipe.train, recipe.correction
     actor, rollout, agentrl = "actor_rollout_ref.actor.", "actor_rollout_ref.rollout.", f"+{RECIPE_KEY}"
     estimator, estimator_status, estimator_note = estimator_overrides(recipe)

@@ -3,7 +3,8 @@
 The recipe becomes verl's composed ``ppo_trainer`` config through the adapter's overrides.
 Then, in the trainer's order: the agent loop's compact filter zeroes filtered rows'
 ``response_mask``; ``compute_rollout_correction_and_add_to_batch`` (rollout IS weights and
-rejection); ``compute_advantage`` with the configured estimator; the configured policy loss
+rejection); ``compute_advantage`` with the configured estimator (a turn-level one reads the batch's
+turns as the recording trainer hands them over); the configured policy loss
 (``get_policy_loss_fn``) with the actor config's ``global_batch_info`` for one mini-batch on
 one rank. The reported advantages have the adapter's row scale divided out; the figures are the
 recorder's (``step_rows``) from the batch as episode records and what verl logs for the step (the policy
@@ -30,6 +31,7 @@ from verl.utils.config import omega_conf_to_dataclass
 from verl.utils.py_functional import rename_dict
 
 from agentrl_plugins.algorithm import RecipeAlgorithm
+from agentrl_plugins.algorithms.credit import TurnRecord
 from agentrl_plugins.compare.batch import ParityBatch, ParityResult
 from agentrl_plugins.compare.side import gradient, mapping_rows, versions
 from agentrl_plugins.recipe_schema import Recipe
@@ -40,7 +42,7 @@ from agentrl_verl.config import command, default_paths, describe
 from agentrl_verl.episodes import EpisodeRecord
 from agentrl_verl.names import PREFIX, policy_loss_name
 from agentrl_verl.recorder import ENTROPY_KEY, step_rows
-from agentrl_verl.verl_plugin.estimators import row_scale
+from agentrl_verl.verl_plugin.estimators import carried_turns, row_scale
 from agentrl_verl.verl_plugin.losses import correct_raw_ratios
 
 
@@ -69,16 +71,19 @@ def compute(recipe: Recipe, batch: ParityBatch) -> ParityResult:
 
 def compute_in(recipe: Recipe, batch: ParityBatch, config: DictConfig) -> ParityResult:
     algorithm, actor = config.algorithm, omega_conf_to_dataclass(config.actor_rollout_ref.actor)
-    valid = RecipeAlgorithm.from_recipe(recipe).valid(batch.terminations)
+    core = RecipeAlgorithm.from_recipe(recipe)
+    valid = core.valid(batch.terminations)
     mask = batch.response_mask * valid[:, None].to(batch.response_mask.dtype)
     uid = np.array([str(g) for g in batch.group_ids.tolist()], dtype=object)
     data = DataProto.from_single_dict({"token_level_rewards": token_rewards(batch), "response_mask": mask.clone(),
                                        "old_log_probs": batch.old_logprobs, "rollout_log_probs": batch.sampler_logprobs,
                                        "uid": uid})
     data, correction_metrics = compute_rollout_correction_and_add_to_batch(data, algorithm.rollout_correction)
-    data = compute_advantage(data, adv_estimator=algorithm.adv_estimator, gamma=algorithm.gamma, lam=algorithm.lam,
-                             num_repeat=config.actor_rollout_ref.rollout.n,
-                             norm_adv_by_std_in_grpo=algorithm.get("norm_adv_by_std_in_grpo", True), config=algorithm)
+    with carried_turns([TurnRecord(turns, spans) for turns, spans in zip(batch.turns, batch.turn_spans)]):
+        data = compute_advantage(data, adv_estimator=algorithm.adv_estimator, gamma=algorithm.gamma,
+                                 lam=algorithm.lam, num_repeat=config.actor_rollout_ref.rollout.n,
+                                 norm_adv_by_std_in_grpo=algorithm.get("norm_adv_by_std_in_grpo", True),
+                                 config=algorithm)
     response_mask = data.batch["response_mask"]
     is_weights = data.batch["rollout_is_weights"] if "rollout_is_weights" in data.batch.keys() else None
     actor.global_batch_info.update(dp_size=1, batch_num_tokens=response_mask.sum().item(),
@@ -89,13 +94,15 @@ def compute_in(recipe: Recipe, batch: ParityBatch, config: DictConfig) -> Parity
         is_weights)
     injected = algorithm.adv_estimator.startswith(PREFIX)
     scale = row_scale(actor.loss_agg_mode, response_mask.sum(-1) > 0) if injected else 1.0
-    per_row = (data.batch["advantages"] * response_mask).sum(-1) / response_mask.sum(-1).clamp(min=1)
+    advantages = data.batch["advantages"] * response_mask
+    if core.level == "trajectory":
+        advantages = advantages.sum(-1) / response_mask.sum(-1).clamp(min=1)
     if recipe.correction.name != "none" and actor.policy_loss.loss_mode == policy_loss_name(recipe.correction.name):
         is_weights = correct_raw_ratios(recipe.correction.name, actor, is_weights, response_mask).weights
     weights = response_mask if is_weights is None else is_weights * response_mask
     logged = {**correction_metrics, **rename_dict(loss_metrics, "actor/"),
               ENTROPY_KEY: loss_token_mean(batch.entropies, response_mask)}
-    return ParityResult("verl", per_row / scale, weights.detach(), loss.item(),
+    return ParityResult("verl", advantages / scale, weights.detach(), loss.item(),
                         gradient(loss, logprobs), versions("verl", "agentrl-verl"), mapping_rows(describe(recipe)),
                         figures=recorded_figures(recipe, batch, valid, logged))
 

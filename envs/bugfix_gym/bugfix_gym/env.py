@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 
 from agentrl_plugins.environment import ScriptedEpisode, StepResult
 from agentrl_plugins.errors import UnknownNameError
-from agentrl_plugins.types import Task
+from agentrl_plugins.types import REDUNDANT_SIGNAL, Task
 
 from bugfix_gym.families import FAMILIES
 from bugfix_gym.family import SPLITS, Family
@@ -72,8 +72,11 @@ PASS_SIGNAL = "public_pass_fraction"
 class BugFixSession:
     """One episode on one family; ``step`` never raises on bad policy text.
 
-    Each step's state key is the exact source after the action (``initial_state``: the buggy source); with
-    ``turn_signals`` a step also measures :data:`PASS_SIGNAL` (one sandbox run per distinct source, cached).
+    Each step's state key is the exact source after the action (``initial_state``: the buggy source), and its
+    :data:`~agentrl_plugins.types.REDUNDANT_SIGNAL` is 1 for a read or test of a source already read or tested
+    as it is, or an edit that leaves the source unchanged. With ``turn_signals`` a step also measures
+    :data:`PASS_SIGNAL` (one sandbox run per distinct source, cached), and ``initial_signals`` the buggy
+    source's.
     """
 
     def __init__(self, family: Family, run_tests: TestRunner, free_form: bool = False, turn_signals: bool = False):
@@ -85,11 +88,30 @@ class BugFixSession:
         self.turn_signals = turn_signals
         self.prompt = task_prompt(family, free_form)
         self._run_tests = run_tests
+        self._seen: set[tuple[str, str]] = set()
+
+    @property
+    def initial_signals(self) -> dict[str, float]:
+        return {PASS_SIGNAL: self._public_pass_fraction()} if self.turn_signals else {}
 
     def step(self, action: str) -> StepResult:
+        before = self.source
         result = self._act(action)
-        signals = {PASS_SIGNAL: self._public_pass_fraction()} if self.turn_signals else {}
+        signals = {REDUNDANT_SIGNAL: float(self._redundant(action, before))}
+        if self.turn_signals:
+            signals[PASS_SIGNAL] = self._public_pass_fraction()
         return dataclasses.replace(result, state=self.source, signals=signals)
+
+    def _redundant(self, action: str, before: str) -> bool:
+        """A read or test of a source already read or tested as it is, or an edit that changed nothing."""
+        call = parse_call(action) if parse_write(action) is None else None
+        if call is None or call[0] not in ("read", "test", "edit"):
+            return False
+        if call[0] == "edit":
+            return self.family.op(call[1]) is not None and self.source == before
+        seen = (call[0], self.source) in self._seen
+        self._seen.add((call[0], self.source))
+        return seen
 
     def _public_pass_fraction(self) -> float:
         result = self._run_tests(self.source, self.family.function, self.family.public_tests)

@@ -22,6 +22,7 @@ from uuid import uuid4
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 
+from agentrl_plugins.algorithms.credit import TurnRecord
 from agentrl_plugins.episode_service import EpisodeService
 from agentrl_plugins.plugins import get_plugin_manager
 from agentrl_plugins.recipe_schema import EnvironmentSection
@@ -32,6 +33,7 @@ from agentrl_plugins.types import Generation, Sampling, Task, Trajectory
 from agentrl_verl.episodes import EPISODES_FILE, EpisodeRecord, append_episode
 from agentrl_verl.names import agent_loop_name
 from agentrl_verl.recipe_file import recipe_path
+from agentrl_verl.verl_plugin.estimators import TURNS_FIELD
 
 TURN_ROLES = ("user", "assistant", "tool")
 
@@ -91,6 +93,8 @@ class EpisodeAgentLoop(AgentLoopBase):
         self.service = episode_service(path, named if named.name == self.environment
                                        else EnvironmentSection(self.environment))
         self.limits = self.service.limits()
+        estimator = get_plugin_manager().get("advantage", self.recipe.advantage.estimator)
+        self.carries_turns = estimator.level != "trajectory"
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         task = self.service.task(kwargs["extra_info"]["task_id"],
@@ -130,6 +134,7 @@ class EpisodeAgentLoop(AgentLoopBase):
                 "reward_extra_info": {"passed": float(bool(verdict and verdict.passed)),
                                       "hacked": float(bool(verdict and verdict.hacked)),
                                       "filtered": float(not keep)},
+                **({TURNS_FIELD: TurnRecord.of(trajectory)} if self.carries_turns else {}),
             },
         )
 

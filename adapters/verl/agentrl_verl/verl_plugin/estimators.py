@@ -9,6 +9,11 @@ the estimator names) are read from
 the recipe that ``+agentrl.recipe`` at the config's root names (without one, in a verl
 config of the user's own, the schema's default, true: verl's own estimators behave so).
 
+A turn- or token-level estimator (GiGPO) also needs each row's turns, which verl's estimator signature does
+not carry: the agent loop puts them in the row's ``extra_fields`` (:data:`TURNS_FIELD`), and the recording
+trainer hands them, in the batch's row order, to the estimator through :func:`carried_turns` for the
+duration of verl's own ``_compute_advantage``.
+
 Row scale: verl 0.9.1's trainer divides the sequence-mean losses by every row of
 the mini-batch (``global_batch_size``), the core by the rows that keep a loss
 token. With one mini-batch per step (what the launcher sets) the factor
@@ -18,20 +23,47 @@ clipped surrogate is linear in a positive advantage scale.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import contextlib
+import contextvars
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import torch
 from torch import Tensor
 from verl.trainer.ppo.core_algos import register_adv_est
 
-from agentrl_plugins.algorithm import ADVANTAGE_PARAMETERS, named_params
+from agentrl_plugins.algorithm import estimated_advantages
 from agentrl_plugins.algorithms.aggregation import row_scale as core_row_scale
+from agentrl_plugins.algorithms.credit import TurnRecord, TurnRows
+from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.plugins import get_plugin_manager
 from agentrl_plugins.recipe_schema import AdvantageSection
 
 from agentrl_verl.names import SEQUENCE_MEAN_MODES, estimator_name
 from agentrl_verl.recipe_file import RECIPE_KEY, recipe_from_config, select
+
+TURNS_FIELD = "agentrl_turns"
+"""The ``extra_fields`` key under which the agent loop hands each row's :class:`TurnRecord` to the trainer."""
+_TURNS: contextvars.ContextVar[Sequence[TurnRecord] | None] = contextvars.ContextVar("agentrl_turns", default=None)
+
+
+@contextlib.contextmanager
+def carried_turns(records: Sequence[TurnRecord]) -> Iterator[None]:
+    """Within the block, a turn- or token-level estimator reads ``records`` as the batch's rows' turns."""
+    token = _TURNS.set(records)
+    try:
+        yield
+    finally:
+        _TURNS.reset(token)
+
+
+def current_turns(name: str, rows: int) -> Sequence[TurnRecord]:
+    records = _TURNS.get()
+    if records is None or len(records) != rows:
+        raise AgentRLError(f"verl estimator {name!r} is turn-level and needs the turns of all {rows} rows "
+                           f"({0 if records is None else len(records)} carried): it runs inside agentrl's recording "
+                           "trainer (verl's sync trainer with +agentrl.recipe), whose agent loop records them")
+    return records
 
 
 def group_ids(index: Any) -> Tensor:
@@ -46,8 +78,9 @@ def row_scale(loss_agg_mode: str | None, valid: Tensor) -> float:
     return core_row_scale(divisor, valid.numel(), int(valid.sum()))
 
 
-def verl_estimator(compute: Callable[..., Tensor]) -> Callable[..., tuple[Tensor, Tensor]]:
-    """A verl advantage estimator that runs the core ``compute``."""
+def verl_estimator(record: Any) -> Callable[..., tuple[Tensor, Tensor]]:
+    """A verl advantage estimator that runs the core estimator ``record`` (any level)."""
+    name = estimator_name(record.name)
 
     def estimate(token_level_rewards: Tensor, response_mask: Tensor, config: Any = None, index: Any = None,
                  **kwargs: Any) -> tuple[Tensor, Tensor]:
@@ -56,24 +89,23 @@ def verl_estimator(compute: Callable[..., Tensor]) -> Callable[..., tuple[Tensor
         rewards = token_level_rewards.sum(dim=-1)
         valid = response_mask.sum(dim=-1) > 0
         section = recipe_from_config(config).advantage if select(config, RECIPE_KEY) is not None else AdvantageSection()
-        values = compute(rewards, group_ids(index).to(rewards.device), valid,
-                         masked_in_baseline=section.masked_in_baseline,
-                         **named_params(compute, section, ADVANTAGE_PARAMETERS))
+        turns = None if record.level == "trajectory" else TurnRows.of(current_turns(name, len(rewards)), response_mask)
+        values = estimated_advantages(record.compute, record.level, record.name, section, rewards,
+                                      group_ids(index).to(rewards.device), valid, turns)
         scale = row_scale(select(config, "actor_rollout_ref.actor.loss_agg_mode"), valid)
-        advantages = (values * scale).to(token_level_rewards.dtype).unsqueeze(-1) * response_mask
+        per_token = values.unsqueeze(-1) if values.dim() == 1 else values
+        advantages = (per_token * scale).to(token_level_rewards.dtype) * response_mask
         return advantages, advantages
 
-    estimate.__name__ = estimator_name(compute.__name__)
+    estimate.__name__ = name
     return estimate
 
 
 def register_estimators() -> list[str]:
-    """Register every trajectory-level estimator of agentrl's registry with verl; returns the verl names."""
+    """Register every estimator of agentrl's registry with verl; returns the verl names."""
     names = []
     for entry in get_plugin_manager().registry("advantage"):
-        if entry.record.level != "trajectory":
-            continue
         name = estimator_name(entry.record.name)
-        register_adv_est(name)(verl_estimator(entry.record.compute))
+        register_adv_est(name)(verl_estimator(entry.record))
         names.append(name)
     return names

@@ -33,8 +33,7 @@ def expected() -> dict[str, tuple[dict, list[str]]]:
     manager = get_plugin_manager()
     return {
         "advantage estimator": (ADV_ESTIMATOR_REGISTRY, [estimator_name(e.record.name)
-                                                          for e in manager.registry("advantage")
-                                                          if e.record.level == "trajectory"]),
+                                                          for e in manager.registry("advantage")]),
         "policy loss": (POLICY_LOSS_REGISTRY, [policy_loss_name(c.record.name)
                                                for c in manager.registry("correction")]),
         "agent loop": (_agent_loop_registry, [agent_loop_name(e.record.name) for e in manager.registry("environment")]),

@@ -22,13 +22,16 @@ from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from agentrl_plugins.errors import AgentRLError
+from agentrl_plugins.plugins import get_plugin_manager
 from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.runs.figures import loss_token_mean
 from agentrl_plugins.user_config import changes_table
 
+from agentrl_verl.names import PREFIX
 from agentrl_verl.own_config import reconcile_config, value_at
 from agentrl_verl.recipe_file import RECIPE_KEY, select
 from agentrl_verl.recorder import ENTROPY_KEY, StepRecorder
+from agentrl_verl.verl_plugin.estimators import TURNS_FIELD, carried_turns
 
 MODE = "sync"
 
@@ -61,6 +64,18 @@ def token_mean_entropy(batch: Any) -> float | None:
         return None
     padded = DataProto(batch=data.to_padded_tensor()).batch
     return loss_token_mean(padded["entropy"], padded["response_mask"])
+
+
+def turn_level(estimator: str) -> bool:
+    """Whether verl's ``algorithm.adv_estimator`` is an agentrl estimator that needs the rows' turns."""
+    name = estimator[len(PREFIX):] if estimator.startswith(PREFIX) else None
+    return name is not None and get_plugin_manager().get("advantage", name).level != "trajectory"
+
+
+def batch_turns(batch: Any) -> list[Any]:
+    """Each row's turn record, in the batch's row order, from the agent loop's ``extra_fields``."""
+    data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
+    return [fields.get(TURNS_FIELD) if isinstance(fields, dict) else None for fields in data["extra_fields"].tolist()]
 
 
 def start_recorder(config: Any) -> StepRecorder | None:
@@ -107,6 +122,17 @@ class AgentRLTrainer(PPOTrainerSync):
             if entropy is not None:
                 metrics[ENTROPY_KEY] = entropy
         return batch
+
+    def _compute_advantage(self, batch: Any, metrics: dict[str, Any]) -> Any:
+        if not turn_level(str(self.config.algorithm.adv_estimator)):
+            return super()._compute_advantage(batch, metrics)
+        records = batch_turns(batch)
+        if any(record is None for record in records):
+            raise AgentRLError(f"algorithm.adv_estimator={self.config.algorithm.adv_estimator} needs each episode's "
+                               "turns, and some rows carry none: their agent loop is not agentrl's, or its recipe "
+                               "(+agentrl.recipe) names a trajectory-level estimator")
+        with carried_turns(records):
+            return super()._compute_advantage(batch, metrics)
 
     def _compute_metrics(self, batch: Any, metrics: dict[str, Any], timing_raw: Any, global_steps: int,
                          epoch: int) -> Any:
