@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from agentrl_plugins.adapter import RunOptions
-from agentrl_plugins.compare.command import compare_command
+from agentrl_plugins.compare.command import compare_command, experiment_command
 from agentrl_plugins.components import KINDS
 from agentrl_plugins.errors import AgentRLError, MissingAdapterError, RecipeError, UnknownNameError
 from agentrl_plugins.frameworks import install_hint, known_frameworks, python_of
@@ -232,6 +232,7 @@ def build_app(manager: PluginManager | None = None) -> typer.Typer:
     app.add_typer(recipes_app, name="recipes")
     app.command("run")(run_command)
     app.command("compare")(compare_command)
+    app.command("experiment")(experiment_command)
     (manager or get_plugin_manager()).call_each("agentrl_register_commands", cli=app)
     return app
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Hashable, Protocol, Sequence
+from typing import Any, Hashable, Mapping, Protocol, Sequence
 
 import torch
 from torch import Tensor
@@ -40,6 +40,42 @@ class TurnRecord:
         """``trajectory``'s turns, with each span moved by ``offset`` tokens."""
         return cls(tuple(trajectory.turns), tuple((start + offset, end + offset)
                                                   for start, end in trajectory.turn_spans))
+
+    def as_fields(self) -> dict[str, Any]:
+        """Plain lists and dicts, for a framework that stores per-row extras as such (verl's ``extra_fields``)."""
+        return {"spans": [list(span) for span in self.spans],
+                "turns": [{"state": t.state, "next_state": t.next_state, "reward": t.reward, "signals": dict(t.signals)}
+                          for t in self.turns]}
+
+    @classmethod
+    def from_fields(cls, fields: Mapping[str, Any]) -> TurnRecord:
+        """The record :meth:`as_fields` gave, with list-valued state keys (a serialised tuple) hashable again."""
+        return cls(tuple(TurnOutcome(_hashable(t["state"]), _hashable(t["next_state"]), t["reward"],
+                                     dict(t["signals"])) for t in fields["turns"]),
+                   tuple((int(start), int(end)) for start, end in fields["spans"]))
+
+    def covers(self, mask: Sequence[float]) -> bool:
+        """Whether the spans are exactly the 1s of ``mask`` (the row's policy tokens, in the same coordinates)."""
+        ones = {index for index, value in enumerate(mask) if value}
+        return ones == {index for start, end in self.spans for index in range(start, end)}
+
+
+def _hashable(key: Any) -> Any:
+    return tuple(_hashable(part) for part in key) if isinstance(key, list) else key
+
+
+def check_turn_records(records: Sequence[TurnRecord | None], masks: Tensor, where: str) -> list[TurnRecord]:
+    """``records`` when every row has one whose spans are exactly its policy tokens in ``masks`` [B, T] (a row
+    whose mask is all 0, compact-filtered, has any); else an error naming the first row that does not."""
+    checked = []
+    for row, (record, mask) in enumerate(zip(records, masks.tolist(), strict=True)):
+        if record is None:
+            raise ValueError(f"{where}: row {row} carries no turns")
+        if any(mask) and not record.covers(mask):
+            raise ValueError(f"{where}: row {row}'s turn spans {list(record.spans)} are not its policy tokens "
+                             f"({sum(1 for v in mask if v)} of them): the turns belong to another row")
+        checked.append(record)
+    return checked
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""``agentrl compare RECIPE... --frameworks trl,verl,openrlhf [--parity | --learning]``."""
+"""``agentrl compare RECIPE... --frameworks trl,verl,openrlhf [--parity | --learning]`` and ``agentrl experiment
+NAME``."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Optional
 import typer
 
 from agentrl_plugins.compare.batch import write_input
+from agentrl_plugins.compare.experiments import EXPERIMENTS, append_section, experiment, experiment_section
 from agentrl_plugins.compare.learning import check_budgets, plan_arms, recipe_label, run_learning
 from agentrl_plugins.compare.learning_report import arms_table, write_learning_report
 from agentrl_plugins.compare.record import record_batch
@@ -76,14 +78,37 @@ def compare_command(
         sys.stdout.write(f"{markdown(run.table)}\n\nparity report: {report}\n")
     if learning or not parity:
         arms = plan_arms(recipe_names, names)
-        try:
-            seed_list = [int(part) for part in seeds.split(",") if part.strip()]
-        except ValueError:
-            raise AgentRLError(f"--seeds takes comma-separated integers, e.g. --seeds 0,1,2 (got {seeds!r})") from None
-        results = run_learning(arms, seed_list, items, folder, model)
+        results = run_learning(arms, parsed_seeds(seeds), items, folder, model)
         design = differences_markdown(table) if table is not None and table.differences else ""
         report = write_learning_report(results, check_budgets(arms, items, model), items, folder, design)
         sys.stdout.write(f"{arms_table(results)}\n\nlearning report: {report}\n")
     if table is not None and table.mismatches:
         sys.stdout.write(f"{len(table.mismatches)} parity row(s) beyond the tolerance: see the report\n")
         raise typer.Exit(1)
+
+
+def parsed_seeds(seeds: str) -> list[int]:
+    try:
+        return [int(part) for part in seeds.split(",") if part.strip()]
+    except ValueError:
+        raise AgentRLError(f"--seeds takes comma-separated integers, e.g. --seeds 0,1,2 (got {seeds!r})") from None
+
+
+def experiment_command(
+    name: str = typer.Argument(..., metavar="NAME", help=f"One of: {', '.join(EXPERIMENTS)}."),
+    framework: str = typer.Option("trl", "--framework", help="The framework every arm trains with."),
+    seeds: str = typer.Option("0,1,2,3,4", help="Comma-separated training seeds."),
+    model: Optional[str] = typer.Option(None, help="A local Hugging Face causal LM instead of TinyAgent."),
+    out: Optional[Path] = typer.Option(None, help="Output folder (default runs/experiment-NAME-FRAMEWORK)."),
+) -> None:
+    """Run one of the book's experiments: its recipes over the seeds, the learning report, and a verdict on each
+    of the book's predictions (held, contradicted, or not resolved within the seed spread)."""
+    chosen = experiment(name)
+    arms = plan_arms(list(chosen.recipes), [framework])
+    folder = out or Path("runs") / f"experiment-{name}-{framework}"
+    items = list(chosen.overrides)
+    results = run_learning(arms, parsed_seeds(seeds), items, folder, model)
+    report = write_learning_report(results, check_budgets(arms, items, model), items, folder)
+    section = experiment_section(chosen, results)
+    append_section(report, section)
+    sys.stdout.write(f"{arms_table(results)}\n\n{section}\n\nexperiment report: {report}\n")

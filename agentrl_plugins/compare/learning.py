@@ -25,11 +25,12 @@ from agentrl_plugins.compare.runner import FrameworkEnv, FrameworkEnvError, chec
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.recipe import default_profile, load_recipe, parse_overrides
 from agentrl_plugins.recipe_schema import Recipe
+from agentrl_plugins.runs.figures import EPISODE_FIGURES
 from agentrl_plugins.runs.learning import learning_summary, seed_figures
 from agentrl_plugins.runs.rundir import RunDir
 
 MEAN_FIGURES = ("train_reward", "hacked_fraction", "filtered_fraction", "clip_fraction", "is_capped_fraction",
-                "entropy")
+                "entropy", *EPISODE_FIGURES)
 
 
 def recipe_label(recipe: str) -> str:

@@ -56,6 +56,14 @@ def arms_table(results: Sequence[ArmResult]) -> str:
     return "\n".join(lines)
 
 
+def episodes_table(results: Sequence[ArmResult]) -> str:
+    """A row per arm: the training episodes' figures, means over steps and seeds."""
+    lines = ["| arm | policy tokens per success | per failure | redundant turns per success |", "|---|---|---|---|"]
+    lines += [f"| {r.arm.label} | {_cell(r.summary['success_tokens'], 1)} | {_cell(r.summary['failure_tokens'], 1)} | "
+              f"{_cell(r.summary['redundant_per_success'], 2)} |" for r in results]
+    return "\n".join(lines)
+
+
 def seeds_table(results: Sequence[ArmResult]) -> str:
     """A row per arm and seed; steps without gradient are those whose every episode was compact-filtered."""
     lines = ["| arm | seed | held-out start | held-out end | steps without gradient | s/step | run folder |",
@@ -99,6 +107,9 @@ def write_learning_report(results: Sequence[ArmResult], shared_budget: dict[str,
         "exceeds the spread (max - min) of its end values across seeds.",
         f"![learning curves]({picture.name})",
         "## Arms\n\n" + arms_table(results),
+        "## Episodes\n\nOver each step's training episodes, filtered ones included: the mean policy tokens of the "
+        "honest successes and of the other episodes, and the turns the environment flagged redundant per "
+        "success.\n\n" + episodes_table(results),
         "## Flagged differences\n\n" + flags_markdown(found, by_design),
         "## Per seed\n\n" + seeds_table(results),
         "## Budget and versions\n\nShared by every arm:\n\n" + budget_lines

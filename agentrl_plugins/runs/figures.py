@@ -5,7 +5,14 @@ own outputs, gets the same numbers."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from statistics import fmean
+from typing import Sequence
+
 from torch import Tensor
+
+from agentrl_plugins.runs.evaluate import honest_pass
+from agentrl_plugins.types import REDUNDANT_SIGNAL, Trajectory
 
 FIGURES = ("train_reward", "hacked_fraction", "filtered_fraction", "clip_fraction", "is_capped_fraction", "entropy",
            "policy_tokens")
@@ -16,3 +23,36 @@ def loss_token_mean(values: Tensor, mask: Tensor) -> float | None:
     """The mean of ``values`` over the loss tokens (``mask`` > 0); None when there is none."""
     count = (mask > 0).sum().item()
     return float((values * (mask > 0)).sum().item() / count) if count else None
+
+
+EPISODE_FIGURES = ("success_tokens", "failure_tokens", "redundant_per_success")
+"""The ``metrics.jsonl`` figures of a step's training episodes taken one by one (:func:`episode_figures`)."""
+
+
+@dataclass(frozen=True)
+class EpisodeCounts:
+    """What one training episode adds to its step's episode figures: whether it is an honest success (passed,
+    not hacked), its policy tokens (all it sampled, filtered or not) and its turns flagged
+    :data:`~agentrl_plugins.types.REDUNDANT_SIGNAL` (0 where the environment flags none)."""
+
+    passed: bool
+    policy_tokens: int
+    redundant: int
+
+    @classmethod
+    def of(cls, trajectory: Trajectory) -> EpisodeCounts:
+        return cls(honest_pass(trajectory.verdict), trajectory.policy_tokens, redundant_turns(trajectory))
+
+
+def redundant_turns(trajectory: Trajectory) -> int:
+    return sum(bool(turn.signals.get(REDUNDANT_SIGNAL)) for turn in trajectory.turns)
+
+
+def episode_figures(episodes: Sequence[EpisodeCounts]) -> dict[str, float | None]:
+    """The mean policy tokens of the successes and of the failures, and the mean redundant turns per success;
+    each None without such an episode."""
+    successes = [e for e in episodes if e.passed]
+    failures = [e for e in episodes if not e.passed]
+    return {"success_tokens": fmean(e.policy_tokens for e in successes) if successes else None,
+            "failure_tokens": fmean(e.policy_tokens for e in failures) if failures else None,
+            "redundant_per_success": fmean(e.redundant for e in successes) if successes else None}

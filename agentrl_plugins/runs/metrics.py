@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any
 
 
@@ -19,7 +19,11 @@ class StepMetrics:
     binds, :func:`~agentrl_plugins.runs.figures.clip_binds`), ``is_capped_fraction`` (tokens whose
     correction weight was capped or rejected), ``entropy`` (the policy's mean per-token entropy) and
     ``policy_tokens`` (their count). The parity check holds each adapter's figures to these
-    definitions (:mod:`agentrl_plugins.runs.figures`).
+    definitions (:mod:`agentrl_plugins.runs.figures`). Over the step's training episodes again, filtered
+    ones included (:func:`~agentrl_plugins.runs.figures.episode_figures`): the mean policy tokens of the
+    honest successes (``success_tokens``) and of the other episodes (``failure_tokens``), and the mean
+    number of redundant turns per honest success (``redundant_per_success``); each None without such an
+    episode (and in rows written before they existed).
     """
 
     step: int
@@ -33,13 +37,17 @@ class StepMetrics:
     entropy: float | None
     policy_tokens: int
     seconds: float
+    success_tokens: float | None = None
+    failure_tokens: float | None = None
+    redundant_per_success: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, row: dict) -> StepMetrics:
-        return cls(**{f.name: row[f.name] for f in fields(cls)})
+        return cls(**{f.name: row[f.name] if f.default is MISSING else row.get(f.name, f.default)
+                      for f in fields(cls)})
 
 
 METRIC_NAMES = tuple(f.name for f in fields(StepMetrics))

@@ -5,7 +5,9 @@ command), in a shell, with ``--report-to tensorboard``: the first verbatim, the 
 
 The unmodified ``python -m openrlhf.cli.train_ppo_ray`` runs under the CPU backend: DeepSpeed on
 its CPU accelerator, the Hugging Face rollout actor in place of vLLM, weights synced over gloo,
-episodes played by the shipped agent executor through the core episode runner. TinyAgent is
+episodes played by the shipped agent executor through the core episode runner. The estimator is
+GiGPO's: each sample's label carries its episode's turns to the patched advantage step, which checks them
+against the sample's action mask. TinyAgent is
 random-initialised to keep it quick, so it earns no reward; ``loss.entropy_coef`` gives the
 updates a gradient anyway (the weights must move for the sync check to mean anything), and
 compact filtering keeps only ``max_context`` so that a random policy's episodes, whose lengths
@@ -35,7 +37,7 @@ from agentrl_openrlhf.cpu.weights import weights_digest
 from agentrl_openrlhf.recorder import STEPS_FILE
 from agentrl_tinyagent.model import build_model
 
-OVERRIDES = {"train.steps": 2, "train.eval_every": 1, "train.eval_episodes_per_task": 1, "rollout.group_size": 4,
+OVERRIDES = {"advantage.estimator": "gigpo", "train.steps": 2, "train.eval_every": 1, "train.eval_episodes_per_task": 1, "rollout.group_size": 4,
              "rollout.tasks_per_step": 2, "rollout.max_turns": 4, "rollout.max_context_tokens": 520,
              "filtering.reasons": '["max_context"]', "loss.entropy_coef": 0.01, "optim.lr": 1e-3,
              "optim.lr_schedule": "cosine", "optim.min_lr_ratio": 0.25}

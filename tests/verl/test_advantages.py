@@ -11,6 +11,7 @@ from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 from verl.trainer.ppo.ray_trainer import compute_advantage
 
 from agentrl_plugins.algorithms import dr_grpo, grpo, rloo
+from agentrl_plugins.components import AdvantageEstimator
 from agentrl_plugins.recipe import load_recipe
 from agentrl_plugins.runs.rundir import write_recipe_file
 
@@ -118,7 +119,8 @@ def test_a_trajectory_estimator_naming_an_advantage_parameter_gets_the_recipes_v
     config = OmegaConf.create({"algorithm": {}, "agentrl": {
         "recipe": str(write_recipe_file(tmp_path / "recipe.toml", recipe))}}).algorithm
     data = batch()
-    values, _ = verl_estimator(discounted_rloo)(data.batch["token_level_rewards"], data.batch["response_mask"],
-                                                config, np.array(GROUPS, dtype=object))
+    record = AdvantageEstimator("discounted_rloo", discounted_rloo, "RLOO scaled by gamma.")
+    values, _ = verl_estimator(record)(data.batch["token_level_rewards"], data.batch["response_mask"],
+                                       config, np.array(GROUPS, dtype=object))
     assert seen == [0.5]
     assert torch.allclose(values, per_row(0.5 * rloo(REWARDS, group_tensor()), data), atol=1e-6)

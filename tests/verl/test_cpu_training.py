@@ -8,7 +8,9 @@ unmodified ``python -m verl.trainer.main_ppo`` with ``VERL_PLATFORM=cpu`` (agent
 the agentrl figures to TensorBoard (``--report-to tensorboard``). The BugFix gym runs through the agent
 loop, with a freshly initialised TinyAgent (random weights: quick to build, and a warm start needs TRL).
 
-A fresh TinyAgent never earns a reward, so the run adds an entropy bonus
+The estimator is GiGPO's, so every step's advantages come from each episode's turns, which the agent loop
+hands the recording trainer through verl's TransferQueue (and the trainer checks them against each row's
+policy tokens). A fresh TinyAgent never earns a reward, so the run adds an entropy bonus
 (``loss.entropy_coef``) to give the kept episodes a gradient. Filtering only
 on ``max_context`` with a 610-token context makes the episodes that run out of
 context compact-filtered while those that run out of turns are kept: the
@@ -40,7 +42,7 @@ from agentrl_verl.recorder import verl_metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = 2
-OVERRIDES = {"train.steps": STEPS, "train.eval_every": 1, "train.eval_episodes_per_task": 1,
+OVERRIDES = {"advantage.estimator": "gigpo", "train.steps": STEPS, "train.eval_every": 1, "train.eval_episodes_per_task": 1,
              "rollout.group_size": 4, "rollout.tasks_per_step": 2, "rollout.max_context_tokens": 610,
              "filtering.reasons": '["max_context"]', "loss.aggregation": "token-mean", "loss.entropy_coef": 0.01,
              "optim.lr": 1e-3, "optim.lr_schedule": "cosine", "optim.min_lr_ratio": 0.25}

@@ -34,7 +34,7 @@ def test_a_bare_import_verl_registers_every_name_in_a_fresh_process():
     assert result.returncode == 0, result.stderr
     estimators, losses, loops, trainer = json.loads(result.stdout.strip().splitlines()[-1])
     assert trainer == "AgentRLTrainer"
-    assert estimators == ["agentrl_dr_grpo", "agentrl_grpo", "agentrl_rloo"]
+    assert estimators == ["agentrl_dr_grpo", "agentrl_gigpo", "agentrl_grpo", "agentrl_grpo_turns", "agentrl_rloo"]
     assert losses == ["agentrl_geometric_sequence_mask", "agentrl_icepop", "agentrl_none", "agentrl_sequence_tis",
                       "agentrl_token_tis"]
     assert loops == ["agentrl_bugfix"]

@@ -16,6 +16,7 @@ from openrlhf.utils.agent import AgentExecutorBase
 from agentrl_plugins.episode_service import EpisodeService
 from agentrl_plugins.plugins import get_plugin_manager
 from agentrl_plugins.runs.evaluate import honest_pass
+from agentrl_plugins.runs.figures import redundant_turns
 from agentrl_plugins.types import Trajectory
 
 from agentrl_openrlhf.engine import engine_generate
@@ -46,6 +47,8 @@ def executor_output(trajectory: Trajectory, prompt: Any, label: Any, images: Any
             "hacked": float(bool(trajectory.verdict and trajectory.verdict.hacked)),
             "filtered": float(not keep),
             "num_turns": float(trajectory.num_turns),
+            "policy_tokens": float(trajectory.policy_tokens),
+            "redundant_turns": float(redundant_turns(trajectory)),
             **termination_logs(trajectory.termination),
         },
     }

@@ -19,7 +19,7 @@ import torch
 
 from agentrl_plugins.algorithm import RecipeAlgorithm
 from agentrl_plugins.algorithms.corrections import limited_fraction
-from agentrl_plugins.algorithms.credit import TurnRows
+from agentrl_plugins.algorithms.credit import TurnRows, check_turn_records
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.recipe_schema import Recipe
 
@@ -137,7 +137,12 @@ def experience_turns(algorithm: RecipeAlgorithm, experiences: Sequence[Any]) -> 
     mask = torch.cat([torch.nn.functional.pad(e.action_mask.float(), (0, width - e.action_mask.size(1)))
                       for e in experiences])
     labels = [label for e in experiences for label in e.labels]
-    return TurnRows.of(labelled_turns(labels, algorithm.recipe.advantage.estimator), mask)
+    estimator = algorithm.recipe.advantage.estimator
+    try:
+        records = check_turn_records(labelled_turns(labels, estimator), mask, f"advantage.estimator = {estimator!r}")
+    except ValueError as error:
+        raise PatchError(str(error)) from None
+    return TurnRows.of(records, mask)
 
 
 def policy_loss_forward(algorithm: RecipeAlgorithm) -> Callable[..., Any]:

@@ -6,7 +6,7 @@ folder (``agentrl run`` sets it). OpenRLHF's own code still does the work; the w
 - ``PPOTrainer.fit`` evaluates the starting policy first (step 0, as the TRL run does) and the
   last step when ``eval.steps`` skipped it, then writes the report;
 - ``RemoteExperienceMaker.make_experience_batch`` counts each step's loss tokens, and those of
-  compact-filtered episodes (which must be zero);
+  compact-filtered episodes (which must be zero), and keeps each episode's counts for the episode figures;
 - ``PPOTrainer.save_logs_and_checkpoints`` (inherited; Ray's actor class holds its own copy)
   turns OpenRLHF's step status into :class:`StepMetrics` (held back until the step's evaluation
   when there is one), appends the raw status to ``openrlhf_steps.jsonl``, and logs the row's
@@ -29,6 +29,7 @@ from typing import Any, Sequence
 import torch
 
 from agentrl_plugins.plugins import get_plugin_manager
+from agentrl_plugins.runs.figures import EpisodeCounts, episode_figures
 from agentrl_plugins.runs.metrics import StepMetrics, finite, logged_figures
 from agentrl_plugins.runs.progress import record_step
 from agentrl_plugins.runs.report import write_report
@@ -90,6 +91,16 @@ def loss_tokens(experiences: Sequence[Any]) -> LossTokens:
                       filtered_loss_tokens=int(sum(m[f].sum() for m, f in zip(masks, filtered))))
 
 
+def episode_counts(experiences: Sequence[Any]) -> list[EpisodeCounts]:
+    """Each training episode's counts from the executor's logs (``passed``, ``policy_tokens``,
+    ``redundant_turns``); none when another executor played them."""
+    keys = ("passed", "policy_tokens", "redundant_turns")
+    if not experiences or any(key not in e.info for e in experiences for key in keys):
+        return []
+    columns = [torch.cat([e.info[key].reshape(-1) for e in experiences]).tolist() for key in keys]
+    return [EpisodeCounts(bool(passed), int(tokens), int(redundant)) for passed, tokens, redundant in zip(*columns)]
+
+
 def held_out(samples: Sequence[Any]) -> tuple[float, float]:
     """Held-out pass@1 and hacked fraction over every evaluation episode, from the executor's logs."""
     passed = torch.cat([s.info["passed"].reshape(-1) for s in samples]).float()
@@ -97,8 +108,10 @@ def held_out(samples: Sequence[Any]) -> tuple[float, float]:
     return passed.mean().item(), hacked.mean().item()
 
 
-def train_row(step: int, status: dict[str, Any], tokens: LossTokens, seconds: float) -> StepMetrics:
-    """A step's row from OpenRLHF's status (means over the step's episodes) and its loss-token counts. Without
+def train_row(step: int, status: dict[str, Any], tokens: LossTokens, seconds: float,
+              episodes: Sequence[EpisodeCounts] = ()) -> StepMetrics:
+    """A step's row from OpenRLHF's status (means over the step's episodes), its loss-token counts and its
+    episodes' counts (:func:`episode_counts`). Without
     a correction OpenRLHF logs no filter ratio: nothing was limited. Its entropy is logged only when the recipe
     sets an entropy coefficient (otherwise the row has no entropy figure)."""
     return StepMetrics(
@@ -106,7 +119,7 @@ def train_row(step: int, status: dict[str, Any], tokens: LossTokens, seconds: fl
         hacked_fraction=status.get("hacked"), filtered_fraction=tokens.filtered_episodes / max(tokens.episodes, 1),
         clip_fraction=finite(status.get("ppo_clip_ratio")),
         is_capped_fraction=finite(status.get("is_filter_ratio", 0.0)), entropy=finite(status.get("entropy_loss")),
-        policy_tokens=tokens.policy_tokens, seconds=seconds)
+        policy_tokens=tokens.policy_tokens, seconds=seconds, **episode_figures(episodes))
 
 
 def _numbers(status: dict[str, Any]) -> dict[str, float]:
@@ -167,7 +180,7 @@ def save_logs_method(original: Any) -> Any:
         tokens = self.experience_maker.agentrl_loss_tokens
         with open(recorder.run.path / STEPS_FILE, "a") as handle:
             handle.write(json.dumps({"step": global_step, **tokens.__dict__, "status": _numbers(logs_dict)}) + "\n")
-        row = train_row(global_step, logs_dict, tokens, recorder.seconds())
+        row = train_row(global_step, logs_dict, tokens, recorder.seconds(), self.experience_maker.agentrl_episodes)
         if _evaluates(self, global_step):
             recorder.pending = row
             recorder.started = time.monotonic()
@@ -182,6 +195,7 @@ def make_experience_method(original: Any) -> Any:
     def make_experience_batch(self, rollout_samples):
         experiences = original(self, rollout_samples)
         self.agentrl_loss_tokens = loss_tokens(experiences)
+        self.agentrl_episodes = episode_counts(experiences)
         return experiences
 
     return make_experience_batch

@@ -10,6 +10,7 @@ from typing import Any, Callable
 from transformers import TrainerCallback
 
 from agentrl_plugins.runs.evaluate import Evaluation
+from agentrl_plugins.runs.figures import EPISODE_FIGURES
 from agentrl_plugins.runs.metrics import StepMetrics, logged_figures
 from agentrl_plugins.runs.progress import record_step
 from agentrl_plugins.runs.report import write_report
@@ -70,7 +71,7 @@ CLIP_METRICS = ("clip_ratio/region_mean", "cispo_clip_ratio")
 def step_figures(trl_metrics: dict[str, list[float]], stats: dict[str, Any]) -> dict[str, Any]:
     """A step's figures (:data:`~agentrl_plugins.runs.figures.FIGURES`) from TRL's logged metrics (a value per
     micro-batch: TRL's clip region, or its cispo loss's capped weights, and its entropy, each a mean over that
-    micro-batch's loss tokens) and the trainer's step statistics."""
+    micro-batch's loss tokens) and the trainer's step statistics (the episode figures among them)."""
     clip = next((trl_metrics[key] for key in CLIP_METRICS if trl_metrics.get(key)), None)
     return {
         "train_reward": stats["train_reward"],
@@ -80,6 +81,7 @@ def step_figures(trl_metrics: dict[str, list[float]], stats: dict[str, Any]) -> 
         "is_capped_fraction": stats["is_capped_fraction"],
         "entropy": _mean(trl_metrics.get("entropy")),
         "policy_tokens": stats["policy_tokens"],
+        **{name: stats[name] for name in EPISODE_FIGURES},
     }
 
 

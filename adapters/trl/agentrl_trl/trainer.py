@@ -11,6 +11,7 @@ from agentrl_plugins.algorithm import RecipeAlgorithm
 from agentrl_plugins.algorithms.aggregation import row_scale
 from agentrl_plugins.algorithms.corrections import limited_fraction
 from agentrl_plugins.batch import TrajectoryBatch
+from agentrl_plugins.runs.figures import EpisodeCounts, episode_figures
 
 from agentrl_trl.config import loss_mapping
 from agentrl_trl.rollout import EpisodeRollout, episode_reward
@@ -28,7 +29,7 @@ class AgentGRPOTrainer(GRPOTrainer):
     def __init__(self, *args: Any, algorithm: RecipeAlgorithm, rollout: EpisodeRollout, **kwargs: Any):
         self.algorithm = algorithm
         self.episode_rollout = rollout
-        self.step_stats: dict[str, float] = {}
+        self.step_stats: dict[str, float | None] = {}
         super().__init__(*args, reward_funcs=[episode_reward], rollout_func=rollout, **kwargs)
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -55,6 +56,7 @@ class AgentGRPOTrainer(GRPOTrainer):
             "is_masked_fraction": correction.metrics["masked_fraction"],
             "mismatch_kl": correction.metrics["mismatch_kl"],
             "policy_tokens": int(mask.sum().item()),
+            **episode_figures([EpisodeCounts.of(t) for t in trajectories]),
         }
         return output
 

@@ -32,6 +32,8 @@ class EpisodeRecord:
     response_ids: list[int]
     policy_mask: list[int]
     logprobs: list[float]
+    redundant: int = 0
+    """Its turns the environment flagged redundant."""
 
     @property
     def policy_tokens(self) -> int:
@@ -53,4 +55,4 @@ def truncate_episodes(path: Path, last_step: int) -> None:
 def read_episodes(path: Path) -> list[EpisodeRecord]:
     """The log's episodes; a torn last line (a kill during its append) is left out."""
     names = [f.name for f in fields(EpisodeRecord)]
-    return [EpisodeRecord(**{name: row[name] for name in names}) for row in read_lines(path)]
+    return [EpisodeRecord(**{name: row[name] for name in names if name in row}) for row in read_lines(path)]

@@ -22,6 +22,7 @@ from typing import Any, Iterable
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.plugins import get_plugin_manager
 from agentrl_plugins.recipe_schema import Recipe
+from agentrl_plugins.runs.figures import EpisodeCounts, episode_figures
 from agentrl_plugins.runs.journal import append_line, read_lines, rewrite_lines
 from agentrl_plugins.runs.metrics import StepMetrics, finite, logged_figures
 from agentrl_plugins.runs.progress import record_step
@@ -75,6 +76,7 @@ def step_rows(episodes: list[EpisodeRecord], metrics: dict[int, dict[str, Any]],
             entropy=finite(verl.get(ENTROPY_KEY)),
             policy_tokens=sum(e.policy_tokens for e in batch),
             seconds=finite(verl.get("timing_s/step")) or finite(verl.get("timing_s/testing")) or 0.0,
+            **episode_figures([EpisodeCounts(e.passed, sum(e.policy_mask), e.redundant) for e in batch]),
         ))
     return rows
 

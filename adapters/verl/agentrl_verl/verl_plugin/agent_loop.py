@@ -27,6 +27,7 @@ from agentrl_plugins.episode_service import EpisodeService
 from agentrl_plugins.plugins import get_plugin_manager
 from agentrl_plugins.recipe_schema import EnvironmentSection
 from agentrl_plugins.runs.evaluate import honest_pass
+from agentrl_plugins.runs.figures import redundant_turns
 from agentrl_plugins.runs.rundir import read_recipe_file
 from agentrl_plugins.types import Generation, Sampling, Task, Trajectory
 
@@ -134,7 +135,7 @@ class EpisodeAgentLoop(AgentLoopBase):
                 "reward_extra_info": {"passed": float(bool(verdict and verdict.passed)),
                                       "hacked": float(bool(verdict and verdict.hacked)),
                                       "filtered": float(not keep)},
-                **({TURNS_FIELD: TurnRecord.of(trajectory)} if self.carries_turns else {}),
+                **({TURNS_FIELD: TurnRecord.of(trajectory).as_fields()} if self.carries_turns else {}),
             },
         )
 
@@ -157,7 +158,7 @@ def episode_record(task: Task, trajectory: Trajectory, output: AgentLoopOutput) 
         passed=honest_pass(verdict), hacked=bool(verdict and verdict.hacked),
         filtered=bool(extra["reward_extra_info"]["filtered"]), prompt_ids=list(trajectory.prompt_ids),
         response_ids=list(trajectory.response_ids), policy_mask=list(trajectory.response_mask),
-        logprobs=[float(x) for x in trajectory.logprobs])
+        logprobs=[float(x) for x in trajectory.logprobs], redundant=redundant_turns(trajectory))
 
 
 def loop_class_name(environment_name: str) -> str:

@@ -43,7 +43,8 @@ from agentrl_verl.names import SEQUENCE_MEAN_MODES, estimator_name
 from agentrl_verl.recipe_file import RECIPE_KEY, recipe_from_config, select
 
 TURNS_FIELD = "agentrl_turns"
-"""The ``extra_fields`` key under which the agent loop hands each row's :class:`TurnRecord` to the trainer."""
+"""The ``extra_fields`` key under which the agent loop hands each row's :class:`TurnRecord` to the trainer (as
+its :meth:`~TurnRecord.as_fields`: verl stores the outputs' fields as plain data)."""
 _TURNS: contextvars.ContextVar[Sequence[TurnRecord] | None] = contextvars.ContextVar("agentrl_turns", default=None)
 
 

@@ -21,6 +21,7 @@ from verl import DataProto
 from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
+from agentrl_plugins.algorithms.credit import TurnRecord, check_turn_records
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.plugins import get_plugin_manager
 from agentrl_plugins.recipe_schema import Recipe
@@ -72,10 +73,19 @@ def turn_level(estimator: str) -> bool:
     return name is not None and get_plugin_manager().get("advantage", name).level != "trajectory"
 
 
-def batch_turns(batch: Any) -> list[Any]:
-    """Each row's turn record, in the batch's row order, from the agent loop's ``extra_fields``."""
-    data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
-    return [fields.get(TURNS_FIELD) if isinstance(fields, dict) else None for fields in data["extra_fields"].tolist()]
+def batch_turns(batch: Any, estimator: str) -> list[TurnRecord]:
+    """Each row's turn record, in the batch's row order, from the agent loop's ``extra_fields``; each checked
+    against the row's response mask (its spans must be exactly the policy tokens)."""
+    data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id,
+                           select_fields=["extra_fields", "response_mask"])
+    records = [TurnRecord.from_fields(fields[TURNS_FIELD]) if isinstance(fields, dict) and TURNS_FIELD in fields
+               else None for fields in data["extra_fields"]]
+    masks = DataProto(batch=data.select("response_mask").to_padded_tensor()).batch["response_mask"]
+    try:
+        return check_turn_records(records, masks, f"algorithm.adv_estimator={estimator}")
+    except ValueError as error:
+        raise AgentRLError(f"{error} (rows without turns come from an agent loop other than agentrl's, or one whose "
+                           "recipe, +agentrl.recipe, names a trajectory-level estimator)") from None
 
 
 def start_recorder(config: Any) -> StepRecorder | None:
@@ -124,14 +134,10 @@ class AgentRLTrainer(PPOTrainerSync):
         return batch
 
     def _compute_advantage(self, batch: Any, metrics: dict[str, Any]) -> Any:
-        if not turn_level(str(self.config.algorithm.adv_estimator)):
+        estimator = str(self.config.algorithm.adv_estimator)
+        if not turn_level(estimator):
             return super()._compute_advantage(batch, metrics)
-        records = batch_turns(batch)
-        if any(record is None for record in records):
-            raise AgentRLError(f"algorithm.adv_estimator={self.config.algorithm.adv_estimator} needs each episode's "
-                               "turns, and some rows carry none: their agent loop is not agentrl's, or its recipe "
-                               "(+agentrl.recipe) names a trajectory-level estimator")
-        with carried_turns(records):
+        with carried_turns(batch_turns(batch, estimator)):
             return super()._compute_advantage(batch, metrics)
 
     def _compute_metrics(self, batch: Any, metrics: dict[str, Any], timing_raw: Any, global_steps: int,

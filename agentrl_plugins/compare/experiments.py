@@ -1,0 +1,157 @@
+"""The book's "what we would test" experiments as named learning comparisons, each with the predictions it checks.
+
+An experiment trains its recipes on one framework over the same seeds and sample budget (a learning comparison,
+:mod:`agentrl_plugins.compare.learning`), writes the learning report, and adds a verdict per prediction: the
+book expects one figure (a ``metrics.jsonl`` column, averaged over each run's training steps) to be higher in
+one arm than in another. It *held* when the difference of the seed means exceeds the larger of the two arms'
+seed spreads, was *contradicted* when it exceeds it the other way, and is *not resolved* otherwise.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from agentrl_plugins.compare.learning import ArmResult
+from agentrl_plugins.compare.trust_region import ProbeRow, probe_rows, probe_table
+from agentrl_plugins.errors import UnknownNameError
+from agentrl_plugins.runs.metrics import METRIC_NAMES
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The book's claim that ``figure`` is higher in arm ``higher`` than in arm ``lower`` (recipe names)."""
+
+    claim: str
+    figure: str
+    higher: str
+    lower: str
+
+    def __post_init__(self):
+        if self.figure not in METRIC_NAMES:
+            raise ValueError(f"prediction {self.claim!r}: {self.figure!r} is no metrics.jsonl figure")
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """Recipes compared at one sample budget (``overrides`` apply to every arm), and the predictions checked."""
+
+    name: str
+    description: str
+    recipes: tuple[str, ...]
+    predictions: tuple[Prediction, ...]
+    overrides: tuple[str, ...] = ()
+    trust_region_probe: bool = False
+
+
+EXPERIMENTS = {experiment.name: experiment for experiment in (
+    Experiment(
+        "objectives",
+        "GRPO, Dr. GRPO, DAPO's token-level loss with clip-higher, GSPO and CISPO at one sample budget.",
+        ("grpo", "dr_grpo", "dapo", "gspo", "cispo"),
+        (Prediction("GRPO's 1/|o| normalisation lengthens failures relative to Dr. GRPO", "failure_tokens",
+                    "grpo", "dr_grpo"),),
+        trust_region_probe=True),
+    Experiment(
+        "credit",
+        "Outcome-only GRPO, GiGPO's step-level credit and potential-based shaping on the public tests.",
+        ("grpo", "gigpo", "potential_shaping"),
+        (Prediction("step-level credit cuts redundant actions", "redundant_per_success", "grpo", "gigpo"),
+         Prediction("shaping on public tests may raise hardcode_tests", "hacked_fraction", "potential_shaping",
+                    "grpo")),
+        overrides=("environment.options={renamed_variants = 4, turn_signals = true}",)),
+)}
+
+
+def experiment(name: str) -> Experiment:
+    if name not in EXPERIMENTS:
+        raise UnknownNameError("experiment", name, EXPERIMENTS)
+    return EXPERIMENTS[name]
+
+
+def seed_means(result: ArmResult, figure: str) -> list[float]:
+    """Per seed, the mean of ``figure`` over the run's training steps that have it (seeds with none left out)."""
+    means = []
+    for run in result.runs.values():
+        values = [getattr(row, figure) for row in run.read_metrics() if row.step > 0 and getattr(row, figure) is not None]
+        if values:
+            means.append(statistics.fmean(values))
+    return means
+
+
+@dataclass(frozen=True)
+class Verdict:
+    prediction: Prediction
+    higher: list[float]
+    lower: list[float]
+
+    @property
+    def difference(self) -> float | None:
+        if not self.higher or not self.lower:
+            return None
+        return statistics.fmean(self.higher) - statistics.fmean(self.lower)
+
+    @property
+    def spread(self) -> float:
+        return max((max(v) - min(v) for v in (self.higher, self.lower) if v), default=0.0)
+
+    @property
+    def outcome(self) -> str:
+        if self.difference is None:
+            return "not resolved: an arm has no value of this figure"
+        if self.difference > self.spread:
+            return "held"
+        if self.difference < -self.spread:
+            return "contradicted"
+        return "not resolved: the difference is within the seed spread"
+
+    def line(self) -> str:
+        p = self.prediction
+        if self.difference is None:
+            return f"- **{p.claim}** ({p.figure}, {p.higher} vs {p.lower}): {self.outcome}."
+        return (f"- **{p.claim}** ({p.figure}: {p.higher} {statistics.fmean(self.higher):.3f} vs {p.lower} "
+                f"{statistics.fmean(self.lower):.3f}, difference {self.difference:+.3f}, seed spread "
+                f"{self.spread:.3f}): {self.outcome}.")
+
+
+def verdicts(chosen: Experiment, results: Sequence[ArmResult]) -> list[Verdict]:
+    by_recipe = {result.arm.name: result for result in results}
+    return [Verdict(p, seed_means(by_recipe[p.higher], p.figure), seed_means(by_recipe[p.lower], p.figure))
+            for p in chosen.predictions]
+
+
+def probe_verdict(rows: Sequence[ProbeRow]) -> str:
+    """Whether GSPO's length-normalised ratio lets a large change at a few tokens of the longest trajectory through
+    unclipped where the token clip catches it."""
+    longest = max(row.length for row in rows)
+    few = min(row.changed for row in rows if row.changed > 1) if any(row.changed > 1 for row in rows) else 1
+    small = min(row.delta for row in rows)
+    picked = {row.loss: row for row in rows if (row.length, row.changed, row.delta) == (longest, few, small)}
+    gspo, token = picked.get("gspo"), picked.get("ppo_clip")
+    if gspo is None or token is None:
+        return "- **GSPO's geometric mean under-constrains long episodes**: not resolved (no gspo or ppo_clip arm)."
+    held = gspo.clip_fraction == 0 and token.clip_fraction > 0
+    return (f"- **GSPO's geometric mean under-constrains long episodes** (L = {longest}, {few} tokens moved by "
+            f"{small:+g}: gspo clips {gspo.clip_fraction:.4f} of the tokens, ppo_clip {token.clip_fraction:.4f}): "
+            f"{'held' if held else 'contradicted'}.")
+
+
+def experiment_section(chosen: Experiment, results: Sequence[ArmResult]) -> str:
+    """The report's section on the book's predictions: a verdict line each, and the probe where it has one."""
+    lines = [verdict.line() for verdict in verdicts(chosen, results)]
+    text = "## The book's predictions\n\n"
+    if chosen.trust_region_probe:
+        rows = probe_rows(chosen.recipes)
+        lines.append(probe_verdict(rows))
+        text += "\n".join(lines) + "\n\n### The trust-region probe\n\nOne trajectory of L policy tokens, ratio 1 " \
+            "except at the changed tokens, one positive advantage; each arm's policy loss with its recipe's clip " \
+            "range.\n\n" + probe_table(rows)
+    else:
+        text += "\n".join(lines)
+    return text
+
+
+def append_section(report: Path, section: str) -> None:
+    report.write_text(report.read_text().rstrip("\n") + "\n\n" + section + "\n")
