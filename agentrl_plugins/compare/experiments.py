@@ -75,7 +75,8 @@ def seed_means(result: ArmResult, figure: str) -> list[float]:
     """Per seed, the mean of ``figure`` over the run's training steps that have it (seeds with none left out)."""
     means = []
     for run in result.runs.values():
-        values = [getattr(row, figure) for row in run.read_metrics() if row.step > 0 and getattr(row, figure) is not None]
+        values = [getattr(row, figure) for row in run.read_metrics()
+                  if row.step > 0 and getattr(row, figure) is not None]
         if values:
             means.append(statistics.fmean(values))
     return means

@@ -42,7 +42,8 @@ from agentrl_verl.recorder import verl_metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = 2
-OVERRIDES = {"advantage.estimator": "gigpo", "train.steps": STEPS, "train.eval_every": 1, "train.eval_episodes_per_task": 1,
+OVERRIDES = {"advantage.estimator": "gigpo",
+             "train.steps": STEPS, "train.eval_every": 1, "train.eval_episodes_per_task": 1,
              "rollout.group_size": 4, "rollout.tasks_per_step": 2, "rollout.max_context_tokens": 610,
              "filtering.reasons": '["max_context"]', "loss.aggregation": "token-mean", "loss.entropy_coef": 0.01,
              "optim.lr": 1e-3, "optim.lr_schedule": "cosine", "optim.min_lr_ratio": 0.25}
