@@ -3,7 +3,7 @@
 The recipe's environment scripts the episodes (:class:`~agentrl_plugins.environment.ParityScripts`:
 groups of the recipe's group size with mixed lengths, solved, hacked, turn-limited and
 context-truncated episodes, and one group whose rewards are all equal); they play through the core
-episode runner with the recipe's verifier under fixed small limits (``LIMITS``). A scripted policy
+episode runner with the recipe's verifier and turn reward under fixed small limits (``LIMITS``). A scripted policy
 has no model, so the log-probs are drawn from a generator seeded with ``seed``: the sampler's, the
 learner's before the update (the sampler's plus an injected mismatch: a per-row shift and per-token
 noise) and the learner's during the update (old plus drift, with a few large steps so that every
@@ -26,6 +26,7 @@ from agentrl_plugins.episode import run_episode
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.testing import ByteChatTokenizer, ScriptedGenerate
+from agentrl_plugins.turn_rewards import build_turn_reward
 from agentrl_plugins.types import Limits, Trajectory, TurnOutcome
 from agentrl_plugins.verifiers import build_verifier
 
@@ -53,6 +54,7 @@ def record_episodes(recipe: Recipe, seed: int, plugin_manager: Any = None) -> li
                            "parity_episodes method, agentrl_plugins.environment.ParityScripts); set "
                            "environment.name to one that does, such as bugfix")
     verifier = build_verifier(recipe.verifier.names, recipe.verifier.combine, plugin_manager)
+    turn_reward = build_turn_reward(recipe, plugin_manager)
     tokenizer = ByteChatTokenizer()
     scripted = env.parity_episodes(size, LIMITS.max_turns, torch.Generator().manual_seed(seed))
 
@@ -62,7 +64,8 @@ def record_episodes(recipe: Recipe, seed: int, plugin_manager: Any = None) -> li
             limits = LIMITS if episode.max_context_tokens is None else dataclasses.replace(
                 LIMITS, max_context_tokens=episode.max_context_tokens)
             episodes.append(run_episode(env, episode.task, ScriptedGenerate(episode.messages, tokenizer), tokenizer,
-                                        limits, verifier=verifier, group_id=episode.group))
+                                        limits, verifier=verifier, group_id=episode.group,
+                                        turn_reward=turn_reward))
         return list(await asyncio.gather(*episodes))
 
     try:

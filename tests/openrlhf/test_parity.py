@@ -1,8 +1,7 @@
 """OpenRLHF's side of ``agentrl compare --parity``: its own CLI, estimator and ``PolicyLoss`` vs the core reference.
 
-Each case runs ``python -m agentrl_openrlhf.parity`` in a subprocess of this environment, as
-``agentrl compare`` does: the side installs the runtime-env hook's patches on OpenRLHF's
-classes, which must not leak into the other tests.
+The variants call the side in this process (it restores the OpenRLHF classes it patches, which a test checks);
+one case runs it as ``agentrl compare`` does, in a subprocess of this environment.
 """
 
 from __future__ import annotations
@@ -17,6 +16,8 @@ from agentrl_plugins.compare.record import record_batch
 from agentrl_plugins.compare.runner import FrameworkEnv, run_side
 from agentrl_plugins.compare.table import parity_table
 from agentrl_plugins.recipe import load_recipe
+
+from agentrl_openrlhf.parity import compute, use_shims_where_missing
 
 HERE = FrameworkEnv("openrlhf", Path(sys.executable), "this test's environment")
 VARIANTS = [
@@ -39,10 +40,21 @@ def side(tmp_path, recipe, batch):
     return run_side(HERE, write_input(tmp_path / "in.json", recipe, batch), tmp_path / "out.json")
 
 
+def patched_methods() -> dict[str, object]:
+    """Every method the side may patch, as its class holds it now."""
+    from agentrl_openrlhf.patches import EXPERIENCE_MAKER, POLICY_LOSS, TRAINING_STEP, target
+
+    use_shims_where_missing()
+    return {f"{spec[1]}.{spec[2]}": target(*spec).__dict__.get(spec[2])
+            for spec in (EXPERIENCE_MAKER, POLICY_LOSS, TRAINING_STEP)}
+
+
 @pytest.mark.parametrize("name, overrides", VARIANTS)
-def test_openrlhf_computes_the_core_numbers(tmp_path, batch, name, overrides):
+def test_openrlhf_computes_the_core_numbers(batch, name, overrides):
     recipe = load_recipe(name, overrides)
-    result = side(tmp_path, recipe, batch)
+    before = patched_methods()
+    result = compute(recipe, batch)
+    assert patched_methods() == before, "the side leaves OpenRLHF's classes as it found them"
     table = parity_table(recipe, batch, [result])
     assert not table.mismatches, table.mismatches
     assert not table.differences and not table.figure_differences
@@ -54,7 +66,21 @@ def test_openrlhf_computes_the_core_numbers(tmp_path, batch, name, overrides):
         assert (result.weights[batch.response_mask.bool() & (result.weights > 0)] < 1.5 + 1e-12).all()
 
 
-def test_a_changed_upper_clip_reaching_openrlhf_is_reported(tmp_path, batch):
+@pytest.fixture(scope="module")
+def shaped():
+    """A batch recorded with potential shaping: its turns carry shaped rewards."""
+    batch = record_batch(load_recipe("potential_shaping"), seed=0)
+    assert any(turn.reward for row in batch.turns for turn in row)
+    return batch
+
+
+def test_grpo_turns_on_shaped_turn_rewards_through_openrlhf_is_the_core(shaped):
+    recipe = load_recipe("potential_shaping")
+    table = parity_table(recipe, shaped, [compute(recipe, shaped)])
+    assert not table.mismatches and not table.differences, table.mismatches
+
+
+def test_a_changed_upper_clip_reaching_openrlhf_is_reported_through_the_side_process(tmp_path, batch):
     recipe = load_recipe("deepswe_grpopp")
     wrong = side(tmp_path, load_recipe("deepswe_grpopp", {"loss.clip_high": 0.3}), batch)
     table = parity_table(recipe, batch, [wrong])

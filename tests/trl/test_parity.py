@@ -48,6 +48,20 @@ def test_trl_computes_the_core_numbers_apart_from_the_dual_clip(batch, recipe):
         assert difference.overrides == {"loss.clip_c": None} and difference.sizes["loss"] > 1e-3
 
 
+@pytest.fixture(scope="module")
+def shaped():
+    """A batch recorded with potential shaping: its turns carry shaped rewards."""
+    batch = record_batch(load_recipe("potential_shaping"), seed=0)
+    assert any(turn.reward for row in batch.turns for turn in row)
+    return batch
+
+
+def test_grpo_turns_on_shaped_turn_rewards_through_trl_is_the_core(shaped):
+    recipe = load_recipe("potential_shaping")
+    table = parity_table(recipe, shaped, [compute(recipe, shaped)])
+    assert not table.mismatches and not table.differences, table.mismatches
+
+
 def test_a_changed_upper_clip_reaching_trl_is_reported(batch):
     recipe = load_recipe("deepswe_grpopp", {"loss.clip_c": None})
     wrong = compute(load_recipe("deepswe_grpopp", {"loss.clip_c": None, "loss.clip_high": 0.3}), batch)

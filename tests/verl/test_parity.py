@@ -49,6 +49,20 @@ def test_verl_computes_the_core_numbers(batch, name, overrides):
         assert (on != 0).any(), "some tokens must keep a weight, or the check compares zeros"
 
 
+@pytest.fixture(scope="module")
+def shaped():
+    """A batch recorded with potential shaping: its turns carry shaped rewards."""
+    batch = record_batch(load_recipe("potential_shaping"), seed=0)
+    assert any(turn.reward for row in batch.turns for turn in row)
+    return batch
+
+
+def test_grpo_turns_on_shaped_turn_rewards_through_verl_is_the_core(shaped):
+    recipe = load_recipe("potential_shaping")
+    table = parity_table(recipe, shaped, [parity.compute(recipe, shaped)])
+    assert not table.mismatches and not table.differences, table.mismatches
+
+
 def test_gigpo_through_verl_gives_per_token_advantages_that_differ_within_a_trajectory(batch):
     recipe = load_recipe("gigpo")
     result = parity.compute(recipe, batch)

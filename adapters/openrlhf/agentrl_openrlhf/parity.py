@@ -1,7 +1,8 @@
 """OpenRLHF's side of ``agentrl compare --parity``: the batch through OpenRLHF 0.11.2's own code.
 
 The adapter's flags go through OpenRLHF's own command line (``train_ppo_ray``, stopped where
-training would start) and the runtime-env hook's patches are installed, as in every worker.
+training would start) and the runtime-env hook's patches are installed, as in every worker, for the
+duration of the computation (OpenRLHF's classes and globals are restored afterwards).
 The batch becomes one ``Experience`` (compact-filtered samples have an empty action mask, as
 the shipped executor's ``action_ranges=[]`` gives them); ``RemoteExperienceMaker.compute_
 advantages_and_returns`` makes the advantages; ``PolicyLoss``, built as ``ppo_actor`` builds
@@ -38,7 +39,7 @@ from agentrl_plugins.runs.figures import FIGURES
 from agentrl_openrlhf.adapter import OpenRLHFAdapter
 from agentrl_openrlhf.config import CLI_MODULE, plan
 from agentrl_openrlhf.cpu import SHIMS
-from agentrl_openrlhf.patches import install
+from agentrl_openrlhf.patches import installed
 from agentrl_openrlhf.recorder import loss_tokens, train_row
 from agentrl_openrlhf.terminations import termination_logs
 from agentrl_openrlhf.turn_label import TurnLabel
@@ -66,6 +67,7 @@ def parsed_args(command: list[str]) -> Any:
     def stop(args: Any) -> None:
         raise _Parsed(args)
 
+    saved = openrlhf.utils.get_strategy, ray.is_initialized, sys.argv
     openrlhf.utils.get_strategy = stop
     ray.is_initialized = lambda: True
     sys.argv = [CLI_MODULE, *command[command.index(CLI_MODULE) + 1:]]
@@ -73,6 +75,8 @@ def parsed_args(command: list[str]) -> Any:
         runpy.run_module(CLI_MODULE, run_name="__main__")
     except _Parsed as parsed:
         return parsed.parsed
+    finally:
+        openrlhf.utils.get_strategy, ray.is_initialized, sys.argv = saved
     raise AgentRLError(f"{CLI_MODULE} returned without reaching get_strategy")
 
 
@@ -115,15 +119,21 @@ def native_weights(args: Any, batch: ParityBatch, action_mask: torch.Tensor) -> 
 
 
 def compute(recipe: Recipe, batch: ParityBatch) -> ParityResult:
+    """The batch through OpenRLHF's own code; OpenRLHF's classes and globals are left as they were."""
     use_shims_where_missing()
+    config = OpenRLHFAdapter().describe(recipe)
+    args = parsed_args(config.command)
+    with installed(recipe):
+        return compute_patched(recipe, batch, config, args)
+
+
+def compute_patched(recipe: Recipe, batch: ParityBatch, config: Any, args: Any) -> ParityResult:
+    """The numbers, with the runtime-env hook's patches installed for ``recipe``."""
     from openrlhf.models.loss import aggregate_loss
     from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
     from openrlhf.trainer.ppo_utils.kl_controller import FixedKLController
     from openrlhf.utils.loss_utils import _optimizer_step_loss_norm
 
-    config = OpenRLHFAdapter().describe(recipe)
-    args = parsed_args(config.command)
-    install(recipe)
     algorithm = RecipeAlgorithm.from_recipe(recipe)
     valid = algorithm.valid(batch.terminations)
     action_mask = batch.response_mask.bool() & valid[:, None]

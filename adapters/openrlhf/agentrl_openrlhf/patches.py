@@ -8,12 +8,13 @@ parameters, else :class:`PatchError` names the target, what was found and the in
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import importlib.metadata
 import inspect
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
@@ -223,3 +224,17 @@ def install(recipe: Recipe) -> list[str]:
     for patch in applied:
         patch.apply()
     return [f"{patch.owner.__name__}.{patch.name}" for patch in applied]
+
+
+@contextlib.contextmanager
+def installed(recipe: Recipe) -> Iterator[list[str]]:
+    """:func:`install` for the duration of the block, every patched class as it was afterwards."""
+    saved = [(patch.owner, patch.name, patch.owner.__dict__.get(patch.name)) for patch in patches(recipe)]
+    try:
+        yield install(recipe)
+    finally:
+        for owner, name, original in saved:
+            if original is None:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, original)
