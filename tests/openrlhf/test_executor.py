@@ -8,6 +8,7 @@ response into the ``Experience`` the trainer sees.
 from __future__ import annotations
 
 import json
+import pickle
 from types import SimpleNamespace
 
 import torch
@@ -22,6 +23,7 @@ from agentrl_plugins.recipe import load_recipe
 
 from agentrl_openrlhf.dataset import dataset_rows
 from agentrl_openrlhf.shipped import AGENT_EXECUTOR, REWARD_FUNC
+from agentrl_openrlhf.turn_label import TurnLabel
 
 
 def engine_spans(engine: FakeLLMEngine, tokens: list[int]) -> dict[tuple[int, int], tuple[float, ...]]:
@@ -62,6 +64,25 @@ async def test_the_action_mask_covers_exactly_the_policy_tokens(use_recipe, mode
         assert experience.rewards.item() == response["reward"]
     stalled = responses[2]
     assert stalled["extra_logs"]["termination_max_turns"] == 1.0 and experience_of(stalled).action_mask.sum() == 0
+
+
+async def test_for_a_turn_level_estimator_each_label_carries_its_turns_over_the_action_mask(use_recipe, model,
+                                                                                              tokenizer):
+    use_recipe({"advantage.estimator": "gigpo", "filtering.compact": False})
+    engine = FakeLLMEngine(model, tokenizer, {"clamp": [SOLVE, HACK, STALL, SOLVE]})
+    responses = await rollout(engine, tokenizer, "clamp", 4)
+    for response in responses:
+        experience = experience_of(response)
+        (label,) = experience.labels
+        assert isinstance(label, TurnLabel) and label == "clamp", "OpenRLHF sees the task id"
+        assert label.turns.covers(experience.action_mask[0].tolist())
+        assert label.turns.turns[0].state is not None, "the anchor states travel with the turns"
+        moved = pickle.loads(pickle.dumps(label))
+        assert moved == "clamp" and moved.turns == label.turns, "Ray moves the label between processes whole"
+        assert response["extra_logs"]["policy_tokens"] == experience.action_mask.sum().item()
+    logs = [r["extra_logs"] for r in responses]
+    assert [log["redundant_turns"] for log in logs[:2] + logs[3:]] == [0.0] * 3
+    assert logs[2]["redundant_turns"] == logs[2]["num_turns"] - 1 > 0, "the stall re-tests an unchanged source"
 
 
 async def test_without_compact_filtering_every_episode_keeps_its_tokens(use_recipe, model, tokenizer):

@@ -63,6 +63,10 @@ def test_trained_advantages_are_the_core_estimator_and_filtered_rows_carry_no_lo
         assert torch.equal(output["advantages"][row][on], torch.full((int(on.sum()),), expected[row].item() * scale))
     assert output["num_items_in_batch"] == mask.sum() == trainer.step_stats["policy_tokens"] > 0
     assert trainer.step_stats["filtered_fraction"] == 0.5 and trainer.step_stats["hacked_fraction"] == 0.125
+    successes = [t for t in trajectories if t.reward == 1 and not t.verdict.hacked]
+    assert trainer.step_stats["success_tokens"] == sum(t.policy_tokens for t in successes) / len(successes) == \
+        mask[rewards == 1].sum().item() / 3, "every success kept its tokens"
+    assert trainer.step_stats["failure_tokens"] > 0 and trainer.step_stats["redundant_per_success"] is not None
 
 
 def test_turn_level_advantages_reach_trl_token_by_token(tmp_path, model, tokenizer, scripted):

@@ -19,9 +19,10 @@ from agentrl_verl.final_weights import CHECKPOINT_MARKER, latest_checkpoint_step
 from agentrl_verl.recorder import ENTROPY_KEY, StepRecorder, verl_metrics
 
 
-def episode(split: str, version: int, reward: float, filtered: bool = False, hacked: bool = False) -> EpisodeRecord:
+def episode(split: str, version: int, reward: float, filtered: bool = False, hacked: bool = False,
+            redundant: int = 0) -> EpisodeRecord:
     return EpisodeRecord(split, version, "t", "submitted", reward, reward == 1.0, hacked, filtered, [1, 2], [3, 4, 5],
-                         [1, 0, 1], [-0.1, 0.0, -0.2])
+                         [1, 0, 1], [-0.1, 0.0, -0.2], redundant)
 
 
 class StepHook:
@@ -59,7 +60,7 @@ def test_each_step_is_recorded_when_verl_logs_it_with_its_own_episodes_and_metri
     play(recorder, episode("held_out", 0, 0.0), episode("held_out", 0, 1.0))
     figures = recorder.record(0, {"val-core/x": 0.5})
     assert figures["agentrl/heldout_pass1"] == 0.5 and "agentrl/train_reward" not in figures
-    play(recorder, episode("train", 0, 1.0), episode("train", 0, 0.0, filtered=True))
+    play(recorder, episode("train", 0, 1.0, redundant=3), episode("train", 0, 0.0, filtered=True))
     figures = recorder.record(1, {"actor/pg_clipfrac": 0.25, ENTROPY_KEY: 2.0, "timing_s/step": 3.0,
                                   "actor/entropy": 99.0, "text": "not a number"})
     assert (figures["agentrl/train_reward"], figures["agentrl/filtered_fraction"]) == (0.5, 0.5)
@@ -73,6 +74,9 @@ def test_each_step_is_recorded_when_verl_logs_it_with_its_own_episodes_and_metri
     assert (rows[1].train_reward, rows[1].filtered_fraction, rows[1].policy_tokens) == (0.5, 0.5, 2)
     assert (rows[1].clip_fraction, rows[1].entropy, rows[1].seconds, rows[1].heldout_pass1) == (0.25, 2.0, 3.0, None)
     assert (rows[2].hacked_fraction, rows[2].heldout_pass1, rows[2].entropy) == (0.5, 1.0, None)
+    assert (rows[1].success_tokens, rows[1].failure_tokens, rows[1].redundant_per_success) == (2, 2, 3), \
+        "a filtered failure counts its sampled tokens"
+    assert rows[0].success_tokens is None and rows[2].redundant_per_success == 0
     assert [(step, metrics) for step, metrics in hook.calls] == [(s, rows[s].to_dict()) for s in (0, 1, 2)]
     assert "text" not in verl_metrics(recorder.verl_metrics_file)[1]
     assert recorder.finish(None).is_file()

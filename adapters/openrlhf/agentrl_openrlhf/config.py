@@ -31,6 +31,7 @@ from agentrl_plugins.adapter import (
     advantage_parameter_rows,
     correction_parameter_rows,
     decided_settings,
+    turn_reward_rows,
 )
 from agentrl_plugins.plugins import get_plugin_manager
 from agentrl_plugins.recipe_schema import Recipe
@@ -264,6 +265,7 @@ def mappings(recipe: Recipe) -> list[ComponentMapping]:
             "the recipe's verifier gives each episode's reward"),
         row("verifier.combine", recipe.verifier.combine, "AgentExecutor", "injected",
             "how several verifiers' rewards combine"),
+        *turn_reward_rows(recipe, "AgentExecutor", "injected"),
         row("environment.train_split", recipe.environment.train_split, "data.prompt_dataset", "mapped",
             "prompts.jsonl: the task ids of this split"),
         row("environment.eval_split", recipe.environment.eval_split, "eval.dataset", "mapped",

@@ -18,6 +18,7 @@ from agentrl_plugins.adapter import (
     advantage_parameter_rows,
     correction_parameter_rows,
     decided_settings,
+    turn_reward_rows,
 )
 from agentrl_plugins.algorithms.aggregation import TrainerDivisor
 from agentrl_plugins.errors import RecipeError
@@ -185,6 +186,7 @@ def mappings(recipe: Recipe) -> list[ComponentMapping]:
                          "the recipe's verifier scores each episode inside rollout_func"),
         ComponentMapping("verifier.combine", recipe.verifier.combine, "rollout_func", "injected",
                          "how several verifiers' rewards combine"),
+        *turn_reward_rows(recipe, "rollout_func", "injected"),
         ComponentMapping("environment.train_split", recipe.environment.train_split, "train_dataset", "injected",
                          "the task ids of this split"),
         ComponentMapping("environment.eval_split", recipe.environment.eval_split, "RunRecorder", "injected",

@@ -22,6 +22,7 @@ from agentrl_plugins.adapter import (
     advantage_parameter_rows,
     correction_parameter_rows,
     decided_settings,
+    turn_reward_rows,
 )
 from agentrl_plugins.errors import RecipeError
 from agentrl_plugins.models import run_model
@@ -267,6 +268,7 @@ def mappings(recipe: Recipe) -> list[ComponentMapping]:
         row("verifier.names", recipe.verifier.names, f"{runner}: reward_score", "injected",
             "the recipe's verifier scores each episode; pkg://agentrl_verl.reward for verl's reward loop"),
         row("verifier.combine", recipe.verifier.combine, agentrl, "injected", "how several verifiers' rewards combine"),
+        *turn_reward_rows(recipe, runner, "injected"),
         row("advantage.estimator", recipe.advantage.estimator, "algorithm.adv_estimator", estimator_status,
             estimator_note, estimator),
         baseline_mapping(recipe, estimator_status),
