@@ -14,7 +14,6 @@ from typing import Any
 from openrlhf.utils.agent import AgentExecutorBase
 
 from agentrl_plugins.episode_service import EpisodeService
-from agentrl_plugins.plugins import get_plugin_manager
 from agentrl_plugins.runs.evaluate import honest_pass
 from agentrl_plugins.runs.figures import redundant_turns
 from agentrl_plugins.types import Trajectory
@@ -63,9 +62,8 @@ class AgentExecutor(AgentExecutorBase):
     """
 
     def __init__(self):
-        recipe = recipe_from_env()
-        self.service = EpisodeService.from_recipe(recipe)
-        self.carry_turns = get_plugin_manager().get("advantage", recipe.advantage.estimator).level != "trajectory"
+        self.service = EpisodeService.from_recipe(recipe_from_env())
+        self.carry_turns = self.service.algorithm.level != "trajectory"
 
     async def execute(self, prompt, label, sampling_params, max_length: int, hf_tokenizer, llm_engine, images=None):
         task = self.service.task(label, "Write the prompt dataset with `agentrl openrlhf dataset`.")

@@ -94,8 +94,7 @@ class EpisodeAgentLoop(AgentLoopBase):
         self.service = episode_service(path, named if named.name == self.environment
                                        else EnvironmentSection(self.environment))
         self.limits = self.service.limits()
-        estimator = get_plugin_manager().get("advantage", self.recipe.advantage.estimator)
-        self.carries_turns = estimator.level != "trajectory"
+        self.carries_turns = self.service.algorithm.level != "trajectory"
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         task = self.service.task(kwargs["extra_info"]["task_id"],
