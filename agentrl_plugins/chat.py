@@ -37,8 +37,12 @@ class ChatCodec:
 
     def observation_ids(self, text: str, turn_ended_with_eos: bool) -> list[int]:
         """Ids that close the policy's turn, carry ``text`` and open the next policy turn."""
-        message = {"role": self.observation_role, "content": text}
-        full = template_ids(self.tokenizer, self._base + [message], add_generation_prompt=True)
+        return self.continuation_ids([{"role": self.observation_role, "content": text}], turn_ended_with_eos)
+
+    def continuation_ids(self, messages: Sequence[dict[str, str]], turn_ended_with_eos: bool) -> list[int]:
+        """Ids that close the policy's turn, carry ``messages`` (any roles the template knows) and open the next
+        policy turn: what the template adds after an assistant message, without rendering the history again."""
+        full = template_ids(self.tokenizer, self._base + list(messages), add_generation_prompt=True)
         if full[: len(self._base_ids)] != self._base_ids:
             raise ValueError("the chat template does not render a conversation as a prefix of its continuation")
         closing = self.turn_closing

@@ -57,6 +57,36 @@ class EnvironmentSuite(Protocol):
 
 
 @dataclass(frozen=True)
+class AgentLink:
+    """What an agent program is given for one episode: an OpenAI base URL and API key (the episode's), the model
+    name to ask for, the task, and the episode's time budget."""
+
+    base_url: str
+    api_key: str
+    model: str
+    task: Task
+    timeout_s: float
+
+
+class AgentProgramSuite(Protocol):
+    """An environment kind whose episodes an agent program plays: its own loop over the ``openai`` client, its own
+    prompts and tools. The gateway records every model call token by token (:mod:`agentrl_plugins.gateway`).
+
+    ``run_agent`` plays ``link.task`` through ``link`` and returns what the recipe's verifier judges; it may raise
+    (the episode ends as ``error``). A suite that holds resources may define ``close()``.
+    """
+
+    def tasks(self, split: str | None = None) -> Sequence[Task]: ...
+
+    def run_agent(self, link: AgentLink) -> Any: ...
+
+
+def is_agent_program(env: Any) -> bool:
+    """Whether ``env`` is an :class:`AgentProgramSuite` (its episodes go through the gateway)."""
+    return callable(getattr(env, "run_agent", None))
+
+
+@dataclass(frozen=True)
 class ScriptedEpisode:
     """One episode of the parity batch as the environment scripts it: its task, group and the policy's messages.
 

@@ -12,7 +12,13 @@ from typing import Any, Sequence
 
 from agentrl_plugins.algorithm import RecipeAlgorithm
 from agentrl_plugins.chat import ChatCodec
-from agentrl_plugins.environment import EnvironmentSuite, VerifierFn, build_environment, close_environment
+from agentrl_plugins.environment import (
+    EnvironmentSuite,
+    VerifierFn,
+    build_environment,
+    close_environment,
+    is_agent_program,
+)
 from agentrl_plugins.episode import Generate, run_episode
 from agentrl_plugins.errors import RecipeError, UnknownNameError
 from agentrl_plugins.recipe_schema import EnvironmentSection, Recipe
@@ -35,6 +41,8 @@ class EpisodeService:
     environment_name: str = ""
     turn_reward: TurnRewardFn | None = None
     closed: bool = False
+    gateway: Any = None
+    """The OpenAI-compatible gateway an agent-program environment's episodes call (started on first use)."""
 
     @classmethod
     def from_recipe(cls, recipe: Recipe, plugin_manager: Any = None,
@@ -85,12 +93,22 @@ class EpisodeService:
 
     def codec(self, tokenizer: Any) -> ChatCodec:
         """One chat codec per tokenizer, shared by a batch of episodes (it caches the system prompt's ids)."""
-        return ChatCodec(tokenizer, self.env.system_prompt)
+        return ChatCodec(tokenizer, getattr(self.env, "system_prompt", None))
 
     async def play(self, task: Task, generate: Generate, tokenizer: Any, *, sampling: Sampling | None = None,
                    limits: Limits | None = None, group_id: int = 0, policy_version: int = 0,
                    codec: ChatCodec | None = None) -> Trajectory:
-        """One episode of ``task`` through the core runner, scored by the verifier, announced to the hooks."""
+        """One episode of ``task`` through the core runner (or, for an agent-program environment, its program
+        through the gateway), scored by the verifier, announced to the hooks."""
+        if is_agent_program(self.env):
+            from agentrl_plugins.gateway import Gateway, play_agent_program
+
+            if self.gateway is None:
+                self.gateway = Gateway().start()
+            return await play_agent_program(self.gateway, self.env, task, generate, tokenizer,  # type: ignore[arg-type]
+                                            limits or self.limits(), sampling or self.sampling(),
+                                            verifier=self.verifier, group_id=group_id,
+                                            policy_version=policy_version, hooks=self.hooks)
         return await run_episode(self.env, task, generate, tokenizer, limits or self.limits(),
                                  verifier=self.verifier, sampling=sampling or self.sampling(), group_id=group_id,
                                  policy_version=policy_version, codec=codec, hooks=self.hooks,
@@ -104,6 +122,8 @@ class EpisodeService:
         """Release the environment's resources; a second call does nothing."""
         if not self.closed:
             self.closed = True
+            if self.gateway is not None:
+                self.gateway.stop()
             close_environment(self.env)
 
 

@@ -117,6 +117,10 @@ class Trajectory:
     """One entry per policy turn, aligned with ``turn_spans``."""
     initial_signals: Mapping[str, float] = field(default_factory=dict)
     """The signals of the state the episode started from (the session's ``initial_signals``)."""
+    segments: list[Trajectory] = field(default_factory=list)
+    """An agent program's later segments: where its conversation stopped extending the tokens sampled before
+    (an edited or summarised history), the episode goes on in a new sequence, each trained on the tokens its
+    sampler saw. Empty for every built-in episode."""
 
     @property
     def token_ids(self) -> list[int]:

@@ -107,12 +107,12 @@ ensure_user_env() {
 }
 
 ensure_core_env() {
-    ensure_env core -e ".[test,report,lint]" -e envs/bugfix_gym hatchling editables
+    ensure_env core -e ".[test,report,lint,gateway]" -e envs/bugfix_gym hatchling editables
 }
 
 # The test tools beside the wheels: the loggers the tests read back (TensorBoard, W&B offline) and hatchling
 # (fresh_environment installs the example plugins with it).
 ensure_trl_env() {
-    ensure_user_env trl - ".[test,report,hf]" envs/bugfix_gym "models/tinyagent[warmstart]" "adapters/trl[trl]" \
+    ensure_user_env trl - ".[test,report,hf]" "envs/bugfix_gym[agent]" "models/tinyagent[warmstart]" "adapters/trl[trl]" \
         -- tensorboard wandb hatchling editables
 }

@@ -47,37 +47,46 @@ def tensorboard_scalars(folder: Path) -> dict[str, dict[int, float]]:
     return scalars
 
 
-def wandb_records(path: Path) -> list[Any]:
+def wandb_records(path: Path) -> list[Any] | None:
     """The protobuf ``Record``s of one ``.wandb`` file: a LevelDB-style log (a 7-byte ``:W&B`` header, 32 KiB
-    blocks of chunks, each with a 7-byte header: checksum, length, type 1 full / 2 first / 3 middle / 4 last)."""
+    blocks of chunks, each with a 7-byte header: checksum, length, type 1 full / 2 first / 3 middle / 4 last;
+    W&B 0.31 ships no Python reader of its own). None while W&B's service is still writing it (a chunk cut short,
+    a record that does not parse yet)."""
+    from google.protobuf.message import DecodeError
     from wandb.proto import wandb_internal_pb2
 
     data = path.read_bytes()
-    assert data[:4] == b":W&B", path
+    if data[:4] != b":W&B":
+        return None
     position, chunks, records = 7, [], []
     while position + 7 <= len(data):
         if 32768 - position % 32768 < 7:
             position += 32768 - position % 32768
             continue
         _, length, kind = struct.unpack("<IHB", data[position:position + 7])
+        if position + 7 + length > len(data):
+            return None
         chunks.append(data[position + 7:position + 7 + length])
         position += 7 + length
         if kind in (1, 4):
-            records.append(wandb_internal_pb2.Record.FromString(b"".join(chunks)))
+            try:
+                records.append(wandb_internal_pb2.Record.FromString(b"".join(chunks)))
+            except DecodeError:
+                return None
             chunks = []
     return records
 
 
 def wandb_scalars(folder: Path, timeout_s: float = 60.0) -> dict[str, dict[int, float]]:
     """Every history value of the offline W&B run under ``folder``: key -> TRL's global step -> value. W&B's
-    service writes the file after ``wandb.finish()`` returns: this waits for the run's exit record."""
+    service writes the file after ``wandb.finish()`` returns: this reads it until it holds the run's exit
+    record."""
     deadline = time.monotonic() + timeout_s
     (path,) = folder.glob("offline-run-*/run-*.wandb")
-    records = wandb_records(path)
-    while not any(record.WhichOneof("record_type") == "exit" for record in records):
-        assert time.monotonic() < deadline, f"{path} has no exit record after {timeout_s} s"
+    while (records := wandb_records(path)) is None or not any(
+            record.WhichOneof("record_type") == "exit" for record in records):
+        assert time.monotonic() < deadline, f"{path} holds no complete exit record after {timeout_s} s"
         time.sleep(0.5)
-        records = wandb_records(path)
     scalars: dict[str, dict[int, float]] = {}
     for record in records:
         if record.WhichOneof("record_type") == "history":

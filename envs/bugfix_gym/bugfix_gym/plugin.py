@@ -1,5 +1,7 @@
 """Registers the BugFix environment, its verifiers and the ``agentrl gym`` commands."""
 
+import inspect
+
 from agentrl_plugins import hookimpl
 from agentrl_plugins.components import Environment, Verifier
 
@@ -11,6 +13,18 @@ from bugfix_gym.env import BugFixGym
 def agentrl_register_environments(register):
     register(Environment("bugfix", BugFixGym, "Small Python functions with one bug each; tools read/test/edit/submit.",
                          turn_states=True))
+    register(Environment("bugfix_agent", _agent_gym,
+                         "The BugFix tasks played by an agent program (an openai-client loop) through the gateway."))
+
+
+def _agent_gym(**options):
+    """The ``bugfix_agent`` suite (imported on use: it needs the ``agent`` extra)."""
+    from bugfix_gym.agent import BugFixAgentGym
+
+    return BugFixAgentGym(**options)
+
+
+_agent_gym.__signature__ = inspect.signature(BugFixGym)  # type: ignore[attr-defined]  # its options, checked by name
 
 
 @hookimpl

@@ -1,0 +1,147 @@
+"""The slice of the OpenAI Chat Completions API the gateway speaks: request checks, response and error bodies.
+
+Errors have OpenAI's shape (``{"error": {"message", "type", "param", "code"}}``) and status codes, so the ``openai``
+client raises its usual exceptions (``BadRequestError``, ``NotFoundError``, ``ConflictError``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+ROLES = ("system", "developer", "user", "assistant", "tool")
+SAMPLING_FIELDS = ("temperature", "top_p")
+
+
+class ApiError(Exception):
+    """A request the gateway refuses, with the status and OpenAI error body to send."""
+
+    def __init__(self, status: int, message: str, *, param: str | None = None, code: str | None = None,
+                 kind: str = "invalid_request_error", headers: Mapping[str, str] | None = None):
+        super().__init__(message)
+        self.status, self.message, self.param, self.code, self.kind = status, message, param, code, kind
+        self.headers = dict(headers or {})
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """A checked ``/v1/chat/completions`` request."""
+
+    model: str
+    messages: list[dict[str, Any]]
+    stream: bool = False
+    max_tokens: int | None = None
+    logprobs: bool = False
+    sampling: Mapping[str, float] | None = None
+    """The sampling settings the request asked for (they are reported, the run's are used)."""
+
+
+def _positive_int(body: Mapping[str, Any], name: str) -> int | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ApiError(400, f"{name} must be a positive integer, got {value!r}", param=name)
+    return value
+
+
+def parse_chat_request(raw: bytes) -> ChatRequest:
+    """The request in ``raw`` (a JSON body), or an :class:`ApiError` naming what is wrong."""
+    try:
+        body = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ApiError(400, f"the request body is not valid JSON: {error}") from None
+    if not isinstance(body, dict):
+        raise ApiError(400, "the request body must be a JSON object")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise ApiError(400, "model is required (a string; GET /v1/models lists them)", param="model")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise ApiError(400, "messages must be a non-empty array", param="messages")
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise ApiError(400, f"messages[{index}] must be an object", param=f"messages[{index}]")
+        role = message.get("role")
+        if role not in ROLES:
+            raise ApiError(400, f"messages[{index}].role must be one of {', '.join(ROLES)}, got {role!r}",
+                           param=f"messages[{index}].role")
+        content = message.get("content")
+        if not (isinstance(content, str) or (content is None and role == "assistant")
+                or (isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text"
+                                                      and isinstance(p.get("text"), str) for p in content))):
+            raise ApiError(400, f"messages[{index}].content must be a string or a list of text parts",
+                           param=f"messages[{index}].content")
+        if message.get("tool_calls"):
+            raise ApiError(400, "tool calls in messages are not supported by this rollout backend: send tool "
+                                "results as text", param=f"messages[{index}].tool_calls", code="unsupported")
+    if body.get("tools"):
+        raise ApiError(400, "tools are not supported by this rollout backend (it samples plain text): describe "
+                            "the tools in the prompt", param="tools", code="unsupported")
+    n = body.get("n", 1)
+    if n != 1:
+        raise ApiError(400, f"n must be 1 (one reply per call of an episode), got {n!r}", param="n")
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise ApiError(400, f"stream must be a boolean, got {stream!r}", param="stream")
+    max_tokens = _positive_int(body, "max_completion_tokens") or _positive_int(body, "max_tokens")
+    sampling = {name: body[name] for name in SAMPLING_FIELDS if body.get(name) is not None}
+    for name, value in sampling.items():
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise ApiError(400, f"{name} must be a number, got {value!r}", param=name)
+    return ChatRequest(model, messages, stream, max_tokens, bool(body.get("logprobs", False)), sampling or None)
+
+
+def finish_reason(reason: str) -> str:
+    """The sampler's finish reason in OpenAI's words."""
+    return "length" if reason == "length" else "stop"
+
+
+def logprobs_body(tokenizer: Any, token_ids: list[int], logprobs: list[float]) -> dict[str, Any]:
+    """OpenAI's ``choices[].logprobs``: one entry per sampled token, with its sampler log-prob."""
+    content = []
+    for token_id, logprob in zip(token_ids, logprobs):
+        text = tokenizer.decode([token_id])
+        content.append({"token": text, "logprob": logprob, "bytes": list(text.encode()), "top_logprobs": []})
+    return {"content": content}
+
+
+def completion_body(model: str, text: str, reason: str, prompt_tokens: int, completion_tokens: int,
+                    logprobs: dict[str, Any] | None) -> dict[str, Any]:
+    """A ``chat.completion`` object with one choice."""
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                     "finish_reason": finish_reason(reason), "logprobs": logprobs}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                  "total_tokens": prompt_tokens + completion_tokens},
+    }
+
+
+def stream_events(body: dict[str, Any]) -> list[str]:
+    """The completion ``body`` as server-sent ``chat.completion.chunk`` events: the role, the content, the finish
+    (this backend samples a whole reply before it answers), then ``[DONE]``."""
+    choice = body["choices"][0]
+    base = {"id": body["id"], "object": "chat.completion.chunk", "created": body["created"], "model": body["model"]}
+    chunks = [
+        {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None},
+        {"index": 0, "delta": {"content": choice["message"]["content"]}, "finish_reason": None,
+         "logprobs": choice["logprobs"]},
+        {"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]},
+    ]
+    events = [f"data: {json.dumps({**base, 'choices': [chunk]})}\n\n" for chunk in chunks]
+    return events + ["data: [DONE]\n\n"]
+
+
+def models_body(names: list[str]) -> dict[str, Any]:
+    return {"object": "list", "data": [{"id": name, "object": "model", "created": 0, "owned_by": "agentrl"}
+                                       for name in names]}

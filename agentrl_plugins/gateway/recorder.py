@@ -1,0 +1,114 @@
+"""One agent episode's model calls stitched into token-exact segments.
+
+Each call sends the whole conversation. When it extends the conversation of the call before (the same messages,
+then the reply exactly as the gateway returned it, then new messages), the new messages are encoded once, as the
+episode runner encodes observations, and appended to the tokens the sampler saw: the history is never re-rendered.
+When it does not (an edited, trimmed or summarised history, a reply changed by the agent), a new segment starts from
+the template's rendering of the whole conversation, and the split is counted as drift.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from agentrl_plugins.chat import ChatCodec, template_ids
+from agentrl_plugins.types import Generation
+
+Message = dict[str, str]
+
+
+def plain_message(message: Mapping[str, Any]) -> Message:
+    """``message`` as role and text (OpenAI content parts of type ``text`` joined): what stitching compares."""
+    content = message.get("content")
+    if isinstance(content, list):
+        content = "".join(part.get("text", "") for part in content if isinstance(part, Mapping))
+    return {"role": str(message.get("role")), "content": "" if content is None else str(content)}
+
+
+@dataclass
+class Segment:
+    """Token buffers of one segment: what one sequence of sampler calls saw, in the episode runner's layout."""
+
+    prompt_ids: list[int]
+    response_ids: list[int] = field(default_factory=list)
+    mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    turn_spans: list[tuple[int, int]] = field(default_factory=list)
+
+    @property
+    def length(self) -> int:
+        return len(self.prompt_ids) + len(self.response_ids)
+
+    def token_ids(self) -> list[int]:
+        return self.prompt_ids + self.response_ids
+
+    def add_policy(self, generation: Generation) -> None:
+        start = len(self.response_ids)
+        self.response_ids += generation.token_ids
+        self.mask += [1] * len(generation.token_ids)
+        self.logprobs += [float(x) for x in generation.logprobs]
+        self.turn_spans.append((start, len(self.response_ids)))
+
+    def add_observation(self, ids: Sequence[int]) -> None:
+        self.response_ids += ids
+        self.mask += [0] * len(ids)
+        self.logprobs += [0.0] * len(ids)
+
+
+@dataclass(frozen=True)
+class Continuation:
+    """The tokens a call adds before sampling: appended to the current segment, or the prompt of a new one."""
+
+    ids: list[int]
+    new_segment: bool
+
+
+class EpisodeRecorder:
+    """The segments of one episode; :meth:`continuation` then :meth:`record` for each call."""
+
+    def __init__(self, tokenizer: Any, codec: ChatCodec | None = None):
+        self.tokenizer = tokenizer
+        self.codec = codec or ChatCodec(tokenizer)
+        self.segments: list[Segment] = []
+        self.messages: list[Message] = []
+        """The conversation as of the last reply (the last call's messages and the reply as returned)."""
+        self.drift = 0
+        """Calls whose conversation did not extend the one before (each started a segment)."""
+        self.turns = 0
+        self._ended_with_eos = False
+
+    @property
+    def current(self) -> Segment | None:
+        return self.segments[-1] if self.segments else None
+
+    def continuation(self, messages: Sequence[Mapping[str, Any]]) -> Continuation:
+        """What the call with ``messages`` adds: the new messages' ids when they extend the conversation, else
+        the whole conversation rendered as a new segment's prompt. Nothing is recorded yet."""
+        plain = [plain_message(m) for m in messages]
+        known = self.messages
+        if known and len(plain) > len(known) and plain[: len(known)] == known:
+            return Continuation(self.codec.continuation_ids(plain[len(known):], self._ended_with_eos), False)
+        return Continuation(template_ids(self.tokenizer, plain, add_generation_prompt=True), True)
+
+    def extend(self, continuation: Continuation) -> None:
+        """Record ``continuation``: observation tokens of the current segment, or a new segment."""
+        if continuation.new_segment:
+            if self.segments:
+                self.drift += 1
+            self.segments.append(Segment(list(continuation.ids)))
+        else:
+            assert self.current is not None
+            self.current.add_observation(continuation.ids)
+
+    def record(self, messages: Sequence[Mapping[str, Any]], generation: Generation, reply: str) -> None:
+        """Record the sampled ``generation`` of the call with ``messages``, returned to the agent as ``reply``."""
+        if len(generation.logprobs) != len(generation.token_ids):
+            raise ValueError(f"generate returned {len(generation.token_ids)} tokens but "
+                             f"{len(generation.logprobs)} log-probs")
+        assert self.current is not None
+        self.current.add_policy(generation)
+        self.turns += 1
+        self.messages = [plain_message(m) for m in messages] + [{"role": "assistant", "content": reply}]
+        eos = getattr(self.tokenizer, "eos_token_id", None)
+        self._ended_with_eos = bool(generation.token_ids) and generation.token_ids[-1] == eos

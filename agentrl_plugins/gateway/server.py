@@ -1,0 +1,203 @@
+"""The gateway: an OpenAI-compatible HTTP server (Starlette on uvicorn) in front of a rollout sampler.
+
+Each episode is a session, named by a key carried in the URL (``/sessions/KEY/v1/...``), the ``X-Agentrl-Session``
+header or the API key; its calls are served by the session's ``generate`` on the session's event loop (the
+trainer's) and recorded token by token. A reply or refusal that ends the episode carries the header
+``X-Agentrl-Episode-End: REASON``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import threading
+import time
+from dataclasses import asdict
+from typing import Any, Callable
+
+from agentrl_plugins.chat import ChatCodec
+from agentrl_plugins.episode import Generate
+from agentrl_plugins.gateway.openai_api import (
+    ApiError,
+    completion_body,
+    logprobs_body,
+    models_body,
+    parse_chat_request,
+    stream_events,
+)
+from agentrl_plugins.gateway.recorder import EpisodeRecorder
+from agentrl_plugins.gateway.session import EpisodeOver, GatewaySession, SessionBusy
+from agentrl_plugins.types import Limits, Sampling
+
+EPISODE_END_HEADER = "x-agentrl-episode-end"
+SESSION_HEADER = "x-agentrl-session"
+SessionFactory = Callable[[str, asyncio.AbstractEventLoop], GatewaySession]
+
+
+class Gateway:
+    """Serves ``/v1/chat/completions`` and ``/v1/models`` for the sessions it holds; ``start()`` runs it on a thread
+    of its own (``port=0`` picks a free port), ``stop()`` ends it. ``session_factory``, when given, opens a session
+    for a key it has not seen (the standalone ``agentrl gateway``); otherwise an unknown key is a 404."""
+
+    def __init__(self, model_name: str = "agentrl", host: str = "127.0.0.1", port: int = 0,
+                 session_factory: SessionFactory | None = None):
+        self.model_name = model_name
+        self.host = host
+        self.port = port
+        self.session_factory = session_factory
+        self.sessions: dict[str, GatewaySession] = {}
+        self.ended: dict[str, str] = {}
+        """Keys of sessions closed by their owner, with their termination: a late call gets a clear refusal."""
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+        self.app = self._build_app()
+
+    # Sessions -----------------------------------------------------------------------------------------------
+
+    def open_session(self, generate: Generate, tokenizer: Any, limits: Limits, sampling: Sampling, *,
+                     loop: asyncio.AbstractEventLoop | None = None, key: str | None = None,
+                     codec: ChatCodec | None = None) -> GatewaySession:
+        """A new episode whose calls ``generate`` serves on ``loop`` (the running loop by default)."""
+        key = key or f"ep-{secrets.token_hex(12)}"
+        if key in self.sessions:
+            raise ValueError(f"session {key!r} is already open")
+        session = GatewaySession(key, generate, loop or asyncio.get_running_loop(), tokenizer, limits, sampling,
+                                 EpisodeRecorder(tokenizer, codec))
+        self.sessions[key] = session
+        return session
+
+    def close_session(self, key: str) -> GatewaySession:
+        """Remove the session ``key`` (its later calls are refused) and return it."""
+        session = self.sessions.pop(key)
+        session.end("closed")
+        self.ended[key] = session.termination or "closed"
+        return session
+
+    # Lifecycle ----------------------------------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI base URL (``http://host:port/v1``) once started."""
+        if self._server is None:
+            raise RuntimeError("the gateway is not started")
+        return f"http://{self.host}:{self.port}/v1"
+
+    def session_url(self, key: str) -> str:
+        """The base URL whose calls belong to the session ``key``."""
+        return self.base_url.removesuffix("/v1") + f"/sessions/{key}/v1"
+
+    def start(self, timeout_s: float = 30.0) -> Gateway:
+        """Serve on a daemon thread; returns once the socket listens."""
+        import uvicorn
+
+        if self._server is not None:
+            return self
+        config = uvicorn.Config(self.app, host=self.host, port=self.port, log_level="warning", access_log=False,
+                                lifespan="off", timeout_keep_alive=30)
+        server = uvicorn.Server(config)
+        thread = threading.Thread(target=server.run, name="agentrl-gateway", daemon=True)
+        thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the gateway did not start on {self.host}:{self.port}")
+            time.sleep(0.01)
+        self.port = server.servers[0].sockets[0].getsockname()[1]
+        self._server, self._thread = server, thread
+        return self
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop serving (open connections are closed); a second call does nothing."""
+        if self._server is None:
+            return
+        self._server.should_exit = True
+        assert self._thread is not None
+        self._thread.join(timeout_s)
+        self._server = self._thread = None
+
+    def __enter__(self) -> Gateway:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # HTTP ---------------------------------------------------------------------------------------------------
+
+    def _build_app(self) -> Any:
+        from starlette.applications import Starlette
+        from starlette.routing import Route
+
+        routes = []
+        for prefix in ("", "/sessions/{key}"):
+            routes += [Route(f"{prefix}/v1/models", self._models, methods=["GET"]),
+                       Route(f"{prefix}/v1/chat/completions", self._chat, methods=["POST"])]
+        routes.append(Route("/agentrl/sessions/{key}", self._record, methods=["GET"]))
+        return Starlette(routes=routes, exception_handlers={ApiError: _api_error})
+
+    def _session_for(self, request: Any) -> GatewaySession:
+        key = request.path_params.get("key") or request.headers.get(SESSION_HEADER)
+        if not key:
+            authorization = request.headers.get("authorization", "")
+            key = authorization.removeprefix("Bearer ").strip() if authorization.startswith("Bearer ") else ""
+        if not key:
+            raise ApiError(401, "no session: put the episode's key in the API key, the X-Agentrl-Session header "
+                                "or the URL (/sessions/KEY/v1)", kind="authentication_error", code="no_session")
+        if key in self.ended:
+            raise ApiError(409, f"session {key!r} has ended ({self.ended[key]})", code="episode_ended",
+                           headers={EPISODE_END_HEADER: self.ended[key]})
+        if key not in self.sessions:
+            if self.session_factory is None:
+                raise ApiError(404, f"unknown session {key!r}", code="session_not_found")
+            self.sessions[key] = self.session_factory(key, asyncio.get_running_loop())
+        return self.sessions[key]
+
+    async def _models(self, request: Any) -> Any:
+        from starlette.responses import JSONResponse
+
+        return JSONResponse(models_body([self.model_name]))
+
+    async def _chat(self, request: Any) -> Any:
+        from starlette.responses import JSONResponse, StreamingResponse
+
+        chat = parse_chat_request(await request.body())
+        if chat.model != self.model_name:
+            raise ApiError(404, f"model {chat.model!r} does not exist; this gateway serves {self.model_name!r}",
+                           param="model", code="model_not_found")
+        session = self._session_for(request)
+        if chat.sampling and any(getattr(session.sampling, name) != value for name, value in chat.sampling.items()):
+            session.sampling_overridden += 1
+        try:
+            reply = await session.complete(chat.messages, chat.max_tokens)
+        except SessionBusy as error:
+            raise ApiError(409, str(error), code="session_busy") from None
+        except EpisodeOver as error:
+            code = "context_length_exceeded" if error.termination == "max_context" else "episode_ended"
+            raise ApiError(400 if code == "context_length_exceeded" else 409, str(error), code=code,
+                           headers={EPISODE_END_HEADER: error.termination}) from None
+        generation = reply.generation
+        logprobs = (logprobs_body(session.tokenizer, generation.token_ids, generation.logprobs)
+                    if chat.logprobs else None)
+        body = completion_body(self.model_name, reply.text, generation.finish_reason, reply.prompt_tokens,
+                               len(generation.token_ids), logprobs)
+        headers = {EPISODE_END_HEADER: reply.ended} if reply.ended else {}
+        if chat.stream:
+            return StreamingResponse(iter(stream_events(body)), media_type="text/event-stream", headers=headers)
+        return JSONResponse(body, headers=headers)
+
+    async def _record(self, request: Any) -> Any:
+        from starlette.responses import JSONResponse
+
+        key = request.path_params["key"]
+        if key not in self.sessions:
+            raise ApiError(404, f"unknown session {key!r}", code="session_not_found")
+        session = self.sessions[key]
+        recorder = session.recorder
+        return JSONResponse({"key": key, "termination": session.termination, "turns": recorder.turns,
+                             "drift": recorder.drift, "segments": [asdict(s) for s in recorder.segments]})
+
+
+async def _api_error(request: Any, error: Exception) -> Any:
+    from starlette.responses import JSONResponse
+
+    assert isinstance(error, ApiError)
+    return JSONResponse(error.body(), status_code=error.status, headers=error.headers)

@@ -1,0 +1,61 @@
+"""The BugFix gym played by an agent program: a plain loop over the ``openai`` client and the gym's tools.
+
+This is what a user's own agent looks like to the project: it gets a base URL, an API key and a task, keeps its
+own conversation, calls ``chat.completions``, runs the tool the model asked for, and returns the submission. It
+plays exactly the episode runner's loop, so through the gateway it yields the runner's trajectories token for
+token. A reply or refusal carrying the ``X-Agentrl-Episode-End`` header means the gateway ended the episode (a
+limit): the program stops and returns what it has.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+from agentrl_plugins.environment import AgentLink
+from agentrl_plugins.gateway import EPISODE_END_HEADER
+
+from bugfix_gym.env import BugFixGym, Submission
+
+
+def play(link: AgentLink, gym: BugFixGym) -> Submission:
+    """Play ``link.task`` with the model behind ``link``; the submission (or the source as it stands) is returned."""
+    import openai
+
+    client = openai.OpenAI(base_url=link.base_url, api_key=link.api_key, max_retries=0, timeout=link.timeout_s)
+    session = gym.start(link.task)
+    messages: list[dict[str, Any]] = [{"role": "system", "content": gym.system_prompt},
+                                      {"role": "user", "content": session.prompt}]
+    try:
+        while True:
+            try:
+                raw = client.chat.completions.with_raw_response.create(model=link.model, messages=messages)
+            except openai.APIStatusError as error:
+                if EPISODE_END_HEADER in error.response.headers:
+                    break
+                raise
+            reply = raw.parse().choices[0].message.content or ""
+            if EPISODE_END_HEADER in raw.headers:
+                break
+            result = session.step(reply)
+            if result.done:
+                break
+            messages += [{"role": "assistant", "content": reply}, {"role": "user", "content": result.observation}]
+        return session.outcome()
+    finally:
+        session.close()
+
+
+class BugFixAgentGym(BugFixGym):
+    """The BugFix gym whose episodes :func:`play` plays through the gateway (environment ``bugfix_agent``); takes
+    the options of :class:`~bugfix_gym.env.BugFixGym`."""
+
+    def __init__(self, **options: Any):
+        missing = [name for name in ("openai", "starlette", "uvicorn") if importlib.util.find_spec(name) is None]
+        if missing:
+            raise ImportError(f"environment 'bugfix_agent' needs {', '.join(missing)}: "
+                              "pip install 'agentrl-bugfix-gym[agent]'")
+        super().__init__(**options)
+
+    def run_agent(self, link: AgentLink) -> Submission:
+        return play(link, self)
