@@ -18,6 +18,7 @@ from agentrl_plugins.adapter import RunOptions
 from agentrl_plugins.compare.command import compare_command, experiment_command
 from agentrl_plugins.components import KINDS
 from agentrl_plugins.errors import AgentRLError, MissingAdapterError, RecipeError, UnknownNameError
+from agentrl_plugins.gateway.command import gateway_command
 from agentrl_plugins.frameworks import install_hint, known_frameworks, python_of
 from agentrl_plugins.loggers import parse_loggers
 from agentrl_plugins.plugins import PluginManager, get_plugin_manager
@@ -183,6 +184,8 @@ def run_command(
     overrides: Optional[list[str]] = OverrideOption,
     profile: Optional[str] = typer.Option(None, help="A recipe profile; the laptop profile is used for TinyAgent."),
     verifier: Optional[str] = typer.Option(None, help="Swap the verifier, e.g. public_tests."),
+    environment: Optional[str] = typer.Option(None, help="Swap the environment, e.g. bugfix_agent (an agent "
+                                                         "program through the gateway)."),
     advantage: Optional[str] = typer.Option(None, help="Swap the advantage estimator, e.g. grpo."),
     correction: Optional[str] = typer.Option(None, help="Swap the mismatch correction, e.g. icepop."),
     seed: Optional[int] = typer.Option(None, help="Training seed."),
@@ -206,7 +209,8 @@ def run_command(
         raise RecipeError("name a recipe to run (agentrl recipes list), or --resume RUN_DIR")
     else:
         values = parse_overrides(overrides or [])
-        for key, value in (("verifier.names", verifier and [verifier]), ("advantage.estimator", advantage),
+        for key, value in (("verifier.names", verifier and [verifier]), ("environment.name", environment),
+                           ("advantage.estimator", advantage),
                            ("correction.name", correction), ("train.seed", seed), ("train.steps", steps),
                            ("train.lora", lora or None)):
             if value is not None:
@@ -233,6 +237,7 @@ def build_app(manager: PluginManager | None = None) -> typer.Typer:
     app.command("run")(run_command)
     app.command("compare")(compare_command)
     app.command("experiment")(experiment_command)
+    app.command("gateway")(gateway_command)
     (manager or get_plugin_manager()).call_each("agentrl_register_commands", cli=app)
     return app
 

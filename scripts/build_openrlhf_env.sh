@@ -20,5 +20,5 @@ openrlhf_by_hand() {
 # tensorboard: the logger the tests read back (--report-to tensorboard); users bring their own. pip's resolver
 # lists the OpenRLHF requirements left out on purpose (flash-attn and its GPU or logging extras) after every
 # install: those lines are hidden.
-ensure_user_env openrlhf openrlhf_by_hand ".[hf]" envs/bugfix_gym models/tinyagent adapters/openrlhf \
+ensure_user_env openrlhf openrlhf_by_hand ".[hf]" "envs/bugfix_gym[agent]" models/tinyagent adapters/openrlhf \
     -- pytest pytest-asyncio tensorboard hatchling editables 2> >(grep -v -e "^openrlhf 0.11.2 requires " -e "^ERROR: pip's dependency resolver" >&2)

@@ -5,5 +5,5 @@
 # rebuilt when the files it is built from change; when only the code changes, the wheels are reinstalled.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/envs.sh"
-ensure_user_env verl - ".[hf]" envs/bugfix_gym models/tinyagent "adapters/verl[verl]" -- pytest pytest-asyncio \
+ensure_user_env verl - ".[hf]" "envs/bugfix_gym[agent]" models/tinyagent "adapters/verl[verl]" -- pytest pytest-asyncio \
     hatchling editables

@@ -1,0 +1,80 @@
+"""``agentrl gateway``: serve a model over the OpenAI Chat Completions API on a chosen port, recording every
+session's tokens; what an agent program can be pointed at by hand."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import threading
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from agentrl_plugins.errors import AgentRLError
+from agentrl_plugins.types import Limits, Sampling
+
+
+def load_sampler(model: str, seed: int) -> tuple[Any, Any]:
+    """The batched HF sampler over ``model`` (a registered model or a local folder) and its tokenizer."""
+    from agentrl_plugins.models import resolve_model
+
+    try:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from agentrl_plugins.hf_sampler import HFGenerator
+    except ImportError as error:
+        raise AgentRLError(f"agentrl gateway needs transformers ({error.name} is missing): "
+                           "pip install 'agentrl-plugins[hf,gateway]'") from None
+    folder = resolve_model(model, seed=seed, prepare=True)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    policy = AutoModelForCausalLM.from_pretrained(folder).eval()
+    eos = tokenizer.eos_token_id
+    return HFGenerator(policy, eos, tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos,
+                       seed=seed), tokenizer
+
+
+def gateway_command(
+    model: str = typer.Option("tinyagent", help="A registered model or a local Hugging Face folder."),
+    host: str = typer.Option("127.0.0.1", help="The address to listen on."),
+    port: int = typer.Option(8000, help="The port (0 picks a free one)."),
+    seed: int = typer.Option(0, help="The sampler's seed."),
+    temperature: float = typer.Option(1.0, help="Sampling temperature of every call."),
+    max_turns: int = typer.Option(64, help="Replies per session before it ends as max_turns."),
+    max_context_tokens: int = typer.Option(4096, help="Tokens per session segment before it ends as max_context."),
+    max_new_tokens: int = typer.Option(256, help="Tokens per reply at most."),
+    record: Optional[Path] = typer.Option(None, help="Write every session's tokens here (JSON lines) on exit."),
+) -> None:
+    """Serve a model over the OpenAI Chat Completions API; each API key is a session whose tokens are recorded.
+    Ctrl-C stops it."""
+    from agentrl_plugins.gateway.recorder import EpisodeRecorder
+    from agentrl_plugins.gateway.server import Gateway
+    from agentrl_plugins.gateway.session import GatewaySession
+
+    generate, tokenizer = load_sampler(model, seed)
+    limits = Limits(max_turns, max_context_tokens, max_new_tokens, timeout_s=float("inf"))
+    sampling = Sampling(temperature=temperature, max_new_tokens=max_new_tokens)
+
+    def new_session(key: str, loop: asyncio.AbstractEventLoop) -> GatewaySession:
+        return GatewaySession(key, generate, loop, tokenizer, limits, sampling, EpisodeRecorder(tokenizer))
+
+    gateway = Gateway(model_name=Path(model).name, host=host, port=port, session_factory=new_session).start()
+    typer.echo(f"serving {model!r} at {gateway.base_url} (model name {gateway.model_name!r}); Ctrl-C stops",
+               err=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        stop.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        gateway.stop()
+        if record is not None:
+            with record.open("w") as out:
+                for key, session in gateway.sessions.items():
+                    recorder = session.recorder
+                    out.write(json.dumps({"key": key, "turns": recorder.turns, "drift": recorder.drift,
+                                          "segments": [asdict(s) for s in recorder.segments]}) + "\n")
+            typer.echo(f"recorded {len(gateway.sessions)} sessions in {record}", err=True)

@@ -1,0 +1,41 @@
+"""``agentrl run --framework openrlhf --environment bugfix_agent``: the BugFix gym's agent program (a plain
+``openai``-client loop) plays every episode through the gateway inside OpenRLHF's agent executor, and OpenRLHF
+trains on the tokens the gateway recorded. A random TinyAgent keeps it quick (it earns no reward;
+``loss.entropy_coef`` gives the update a gradient)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from agentrl_plugins.runs.rundir import RunDir
+
+from agentrl_openrlhf.cpu import BACKEND_ENV
+from agentrl_openrlhf.recorder import STEPS_FILE
+from agentrl_tinyagent.model import build_model
+
+OVERRIDES = {"train.steps": 1, "train.eval_episodes_per_task": 1, "rollout.group_size": 2,
+             "rollout.tasks_per_step": 2, "rollout.max_turns": 3, "loss.entropy_coef": 0.01,
+             "filtering.reasons": '["timeout"]'}
+
+
+def test_openrlhf_trains_the_agent_program_through_the_gateway(tmp_path, tokenizer):
+    build_model(tokenizer, seed=0).save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    run = RunDir(tmp_path / "run")
+    env = {**os.environ, BACKEND_ENV: "cpu", "OMP_NUM_THREADS": "1",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(
+        [sys.executable, "-m", "agentrl_plugins", "run", "deepswe_grpopp", "--framework", "openrlhf",
+         "--environment", "bugfix_agent", "--profile", "laptop", "--model", str(tmp_path / "model"), "--out",
+         str(run.path), *[arg for key, value in OVERRIDES.items() for arg in ("-o", f"{key}={value}")]],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
+    assert [row.step for row in run.read_metrics()] == [0, 1] and run.report_file.is_file()
+    (step,) = [json.loads(line) for line in (run.path / STEPS_FILE).read_text().splitlines()]
+    assert step["episodes"] == 4 and step["policy_tokens"] > 0
+    assert step["status"]["termination_error"] == 0.0, "every agent program reached the model and returned"
+    assert step["status"]["termination_max_turns"] + step["status"]["termination_max_context"] == 1.0

@@ -1,0 +1,38 @@
+"""``agentrl run`` trains an agent program (``bugfix_agent``: the BugFix gym's openai-client loop, through the
+gateway) with TRL, as a user runs it, and learns exactly what the built-in episode runner's run learns."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+AGENTRL = Path(sys.executable).parent / "agentrl"
+SMALL = ["-o", "rollout.group_size=2", "-o", "rollout.tasks_per_step=2", "-o", "train.eval_episodes_per_task=1",
+         "--steps", "2"]
+
+
+def run(out: Path, *extra: str) -> list[dict]:
+    done = subprocess.run([str(AGENTRL), "run", "deepswe_grpopp", *SMALL, "--out", str(out), *extra],
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert (out / "report.md").exists()
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_agentrl_run_trains_the_agent_program_as_the_built_in_runner_does(tmp_path):
+    agent = run(tmp_path / "agent", "-o", "environment.name=bugfix_agent")
+    built_in = run(tmp_path / "built_in")
+    assert [row["step"] for row in agent] == [0, 1, 2]
+    recipe = tomllib.loads((tmp_path / "agent" / "recipe.toml").read_text())
+    assert recipe["environment"]["name"] == "bugfix_agent"
+    for mine, theirs in zip(agent, built_in):
+        for name, value in theirs.items():
+            if name in ("seconds",) or not isinstance(value, (int, float)) or isinstance(value, bool):
+                continue
+            assert mine[name] == pytest.approx(value, rel=1e-5, abs=1e-7), (mine["step"], name)
+    assert agent[-1]["policy_tokens"] > 0
