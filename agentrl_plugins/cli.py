@@ -18,8 +18,8 @@ from agentrl_plugins.adapter import RunOptions
 from agentrl_plugins.compare.command import compare_command, experiment_command
 from agentrl_plugins.components import KINDS
 from agentrl_plugins.errors import AgentRLError, MissingAdapterError, RecipeError, UnknownNameError
-from agentrl_plugins.gateway.command import gateway_command
 from agentrl_plugins.frameworks import install_hint, known_frameworks, python_of
+from agentrl_plugins.gateway.command import gateway_command
 from agentrl_plugins.loggers import parse_loggers
 from agentrl_plugins.plugins import PluginManager, get_plugin_manager
 from agentrl_plugins.recipe import default_profile, load_recipe, parse_overrides, recipe_to_dict
