@@ -5,9 +5,12 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 
-def template_ids(tokenizer: Any, messages: Sequence[dict[str, str]], add_generation_prompt: bool) -> list[int]:
-    """Token ids of ``messages`` rendered by the tokenizer's chat template."""
-    out = tokenizer.apply_chat_template(list(messages), add_generation_prompt=add_generation_prompt, tokenize=True)
+def template_ids(tokenizer: Any, messages: Sequence[dict[str, Any]], add_generation_prompt: bool,
+                 tools: list[dict[str, Any]] | None = None) -> list[int]:
+    """Token ids of ``messages`` (and OpenAI-style ``tools``) rendered by the tokenizer's chat template."""
+    extra = {"tools": tools} if tools else {}
+    out = tokenizer.apply_chat_template(list(messages), add_generation_prompt=add_generation_prompt, tokenize=True,
+                                        **extra)
     if hasattr(out, "keys") and "input_ids" in out:
         out = out["input_ids"]
     return [int(token) for token in out]
@@ -39,7 +42,7 @@ class ChatCodec:
         """Ids that close the policy's turn, carry ``text`` and open the next policy turn."""
         return self.continuation_ids([{"role": self.observation_role, "content": text}], turn_ended_with_eos)
 
-    def continuation_ids(self, messages: Sequence[dict[str, str]], turn_ended_with_eos: bool) -> list[int]:
+    def continuation_ids(self, messages: Sequence[dict[str, Any]], turn_ended_with_eos: bool) -> list[int]:
         """Ids that close the policy's turn, carry ``messages`` (any roles the template knows) and open the next
         policy turn: what the template adds after an assistant message, without rendering the history again."""
         full = template_ids(self.tokenizer, self._base + list(messages), add_generation_prompt=True)

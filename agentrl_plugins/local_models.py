@@ -32,6 +32,23 @@ CHAT_TEMPLATE = (
 )
 
 
+TOOLS_CHAT_TEMPLATE = (
+    "{% if tools %}{{ '<|system|>Tools: ' + (tools | tojson) + '<|end|>' }}{% endif %}"
+    "{% for message in messages %}"
+    "{{ '<|' + message['role'] + '|>' + (message['content'] or '') }}"
+    "{% for call in message.get('tool_calls') or [] %}"
+    "{{ '<tool_call>' + ({'name': call['function']['name'], 'arguments': call['function']['arguments']} | tojson)"
+    " + '</tool_call>' }}"
+    "{% endfor %}"
+    "{{ '<|end|>' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|assistant|>' }}{% endif %}"
+)
+""":data:`CHAT_TEMPLATE` with OpenAI-style tools: their JSON in a system block first, an assistant's tool calls in
+the Hermes form (``<tool_call>{"name": ..., "arguments": ...}</tool_call>``) after its content. Without tools or
+tool calls it renders exactly as :data:`CHAT_TEMPLATE`."""
+
+
 def byte_symbols() -> list[str]:
     """The 256 byte-level symbols in byte order (GPT-2's ``bytes_to_unicode``)."""
     printable = {*range(33, 127), *range(161, 173), *range(174, 256)}
@@ -39,8 +56,9 @@ def byte_symbols() -> list[str]:
     return [chr(b) if b in printable else chr(next(shifted)) for b in range(256)]
 
 
-def byte_chat_tokenizer(words: Sequence[str] = ()) -> PreTrainedTokenizerFast:
-    """The byte-level chat tokenizer with ``words`` as single tokens (deterministic: same ids on every call)."""
+def byte_chat_tokenizer(words: Sequence[str] = (), tools: bool = False) -> PreTrainedTokenizerFast:
+    """The byte-level chat tokenizer with ``words`` as single tokens (deterministic: same ids on every call);
+    ``tools`` gives it :data:`TOOLS_CHAT_TEMPLATE`."""
     vocab = {token: index for index, token in enumerate(list(SPECIALS) + byte_symbols())}
     backend = Tokenizer(models.BPE(vocab=vocab, merges=[], dropout=None, unk_token=None,
                                    continuing_subword_prefix="", end_of_word_suffix="", fuse_unk=False,
@@ -59,7 +77,7 @@ def byte_chat_tokenizer(words: Sequence[str] = ()) -> PreTrainedTokenizerFast:
         eos_token=EOS,
         unk_token=UNK,
         extra_special_tokens=list(ROLE_TOKENS),
-        chat_template=CHAT_TEMPLATE,
+        chat_template=TOOLS_CHAT_TEMPLATE if tools else CHAT_TEMPLATE,
         clean_up_tokenization_spaces=False,
         model_max_length=4096,
     )

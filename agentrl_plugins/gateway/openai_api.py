@@ -1,4 +1,5 @@
-"""The slice of the OpenAI Chat Completions API the gateway speaks: request checks, response and error bodies.
+"""The slice of the OpenAI Chat Completions API the gateway speaks: request checks (messages, tools and tool calls),
+response and error bodies.
 
 Errors have OpenAI's shape (``{"error": {"message", "type", "param", "code"}}``) and status codes, so the ``openai``
 client raises its usual exceptions (``BadRequestError``, ``NotFoundError``, ``ConflictError``).
@@ -40,6 +41,9 @@ class ChatRequest:
     logprobs: bool = False
     sampling: Mapping[str, float] | None = None
     """The sampling settings the request asked for (they are reported, the run's are used)."""
+    tools: list[dict[str, Any]] | None = None
+    parse_tools: bool = False
+    """Whether tool calls are read out of the reply (``tools`` given and ``tool_choice`` not ``none``)."""
 
 
 def _positive_int(body: Mapping[str, Any], name: str) -> int | None:
@@ -78,12 +82,17 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
                                                       and isinstance(p.get("text"), str) for p in content))):
             raise ApiError(400, f"messages[{index}].content must be a string or a list of text parts",
                            param=f"messages[{index}].content")
-        if message.get("tool_calls"):
-            raise ApiError(400, "tool calls in messages are not supported by this rollout backend: send tool "
-                                "results as text", param=f"messages[{index}].tool_calls", code="unsupported")
-    if body.get("tools"):
-        raise ApiError(400, "tools are not supported by this rollout backend (it samples plain text): describe "
-                            "the tools in the prompt", param="tools", code="unsupported")
+        _check_tool_fields(message, index)
+    tools = body.get("tools") or None
+    if tools is not None and not (isinstance(tools, list) and all(
+            isinstance(t, dict) and t.get("type") == "function" and isinstance(t.get("function"), dict)
+            and isinstance(t["function"].get("name"), str) for t in tools)):
+        raise ApiError(400, "tools must be a list of {type: function, function: {name, description, parameters}}",
+                       param="tools")
+    tool_choice = body.get("tool_choice", "auto")
+    if tool_choice not in ("auto", "none"):
+        raise ApiError(400, f"tool_choice {tool_choice!r} is not supported by this rollout backend (it cannot force "
+                            "a call): use auto or none", param="tool_choice", code="unsupported")
     n = body.get("n", 1)
     if n != 1:
         raise ApiError(400, f"n must be 1 (one reply per call of an episode), got {n!r}", param="n")
@@ -95,12 +104,28 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
     for name, value in sampling.items():
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             raise ApiError(400, f"{name} must be a number, got {value!r}", param=name)
-    return ChatRequest(model, messages, stream, max_tokens, bool(body.get("logprobs", False)), sampling or None)
+    return ChatRequest(model, messages, stream, max_tokens, bool(body.get("logprobs", False)), sampling or None,
+                       tools, tools is not None and tool_choice == "auto")
 
 
-def finish_reason(reason: str) -> str:
+def _check_tool_fields(message: Mapping[str, Any], index: int) -> None:
+    """An assistant's ``tool_calls`` and a tool message's ``tool_call_id``, as OpenAI defines them."""
+    calls = message.get("tool_calls")
+    if calls is not None:
+        if message["role"] != "assistant" or not isinstance(calls, list) or not all(
+                isinstance(c, dict) and isinstance(c.get("id"), str) and isinstance(c.get("function"), dict)
+                and isinstance(c["function"].get("name"), str) and isinstance(c["function"].get("arguments"), str)
+                for c in calls):
+            raise ApiError(400, f"messages[{index}].tool_calls must be an assistant's list of {{id, type: function, "
+                                "function: {name, arguments (a JSON string)}}", param=f"messages[{index}].tool_calls")
+    if message["role"] == "tool" and not isinstance(message.get("tool_call_id"), str):
+        raise ApiError(400, f"messages[{index}] is a tool result without its tool_call_id",
+                       param=f"messages[{index}].tool_call_id")
+
+
+def finish_reason(reason: str, tool_calls: bool = False) -> str:
     """The sampler's finish reason in OpenAI's words."""
-    return "length" if reason == "length" else "stop"
+    return "length" if reason == "length" else "tool_calls" if tool_calls else "stop"
 
 
 def logprobs_body(tokenizer: Any, token_ids: list[int], logprobs: list[float]) -> dict[str, Any]:
@@ -112,16 +137,16 @@ def logprobs_body(tokenizer: Any, token_ids: list[int], logprobs: list[float]) -
     return {"content": content}
 
 
-def completion_body(model: str, text: str, reason: str, prompt_tokens: int, completion_tokens: int,
-                    logprobs: dict[str, Any] | None) -> dict[str, Any]:
-    """A ``chat.completion`` object with one choice."""
+def completion_body(model: str, message: dict[str, Any], reason: str, prompt_tokens: int,
+                    completion_tokens: int, logprobs: dict[str, Any] | None) -> dict[str, Any]:
+    """A ``chat.completion`` object with one choice, the assistant ``message`` (content and any tool calls)."""
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex}",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                     "finish_reason": finish_reason(reason), "logprobs": logprobs}],
+        "choices": [{"index": 0, "message": message,
+                     "finish_reason": finish_reason(reason, bool(message.get("tool_calls"))), "logprobs": logprobs}],
         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                   "total_tokens": prompt_tokens + completion_tokens},
     }
@@ -132,10 +157,13 @@ def stream_events(body: dict[str, Any]) -> list[str]:
     (this backend samples a whole reply before it answers), then ``[DONE]``."""
     choice = body["choices"][0]
     base = {"id": body["id"], "object": "chat.completion.chunk", "created": body["created"], "model": body["model"]}
+    message = choice["message"]
+    delta: dict[str, Any] = {"content": message["content"]}
+    if message.get("tool_calls"):
+        delta["tool_calls"] = [{"index": index, **call} for index, call in enumerate(message["tool_calls"])]
     chunks = [
         {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None},
-        {"index": 0, "delta": {"content": choice["message"]["content"]}, "finish_reason": None,
-         "logprobs": choice["logprobs"]},
+        {"index": 0, "delta": delta, "finish_reason": None, "logprobs": choice["logprobs"]},
         {"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]},
     ]
     events = [f"data: {json.dumps({**base, 'choices': [chunk]})}\n\n" for chunk in chunks]

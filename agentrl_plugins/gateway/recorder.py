@@ -15,15 +15,24 @@ from typing import Any, Mapping, Sequence
 from agentrl_plugins.chat import ChatCodec, template_ids
 from agentrl_plugins.types import Generation
 
-Message = dict[str, str]
+Message = dict[str, Any]
 
 
 def plain_message(message: Mapping[str, Any]) -> Message:
-    """``message`` as role and text (OpenAI content parts of type ``text`` joined): what stitching compares."""
+    """``message`` as role, text (OpenAI content parts of type ``text`` joined) and, where present, tool calls
+    (id, name, arguments) or the tool call answered: what stitching compares and the template renders."""
     content = message.get("content")
     if isinstance(content, list):
         content = "".join(part.get("text", "") for part in content if isinstance(part, Mapping))
-    return {"role": str(message.get("role")), "content": "" if content is None else str(content)}
+    plain: Message = {"role": str(message.get("role")), "content": "" if content is None else str(content)}
+    if message.get("tool_calls"):
+        plain["tool_calls"] = [{"id": call["id"], "type": "function",
+                                "function": {"name": call["function"]["name"],
+                                             "arguments": call["function"]["arguments"]}}
+                               for call in message["tool_calls"]]
+    if message.get("tool_call_id") is not None:
+        plain["tool_call_id"] = str(message["tool_call_id"])
+    return plain
 
 
 @dataclass
@@ -62,6 +71,7 @@ class Continuation:
 
     ids: list[int]
     new_segment: bool
+    tools: list[dict[str, Any]] | None = None
 
 
 class EpisodeRecorder:
@@ -76,39 +86,46 @@ class EpisodeRecorder:
         self.drift = 0
         """Calls whose conversation did not extend the one before (each started a segment)."""
         self.turns = 0
+        self.tools: list[dict[str, Any]] | None = None
+        """The tools the conversation's prompt shows (a call with other tools starts a new segment)."""
         self._ended_with_eos = False
 
     @property
     def current(self) -> Segment | None:
         return self.segments[-1] if self.segments else None
 
-    def continuation(self, messages: Sequence[Mapping[str, Any]]) -> Continuation:
-        """What the call with ``messages`` adds: the new messages' ids when they extend the conversation, else
-        the whole conversation rendered as a new segment's prompt. Nothing is recorded yet."""
+    def continuation(self, messages: Sequence[Mapping[str, Any]],
+                     tools: list[dict[str, Any]] | None = None) -> Continuation:
+        """What the call with ``messages`` (and ``tools``) adds: the new messages' ids when they extend the
+        conversation with the same tools, else the whole conversation rendered as a new segment's prompt. Nothing
+        is recorded yet."""
         plain = [plain_message(m) for m in messages]
         known = self.messages
-        if known and len(plain) > len(known) and plain[: len(known)] == known:
-            return Continuation(self.codec.continuation_ids(plain[len(known):], self._ended_with_eos), False)
-        return Continuation(template_ids(self.tokenizer, plain, add_generation_prompt=True), True)
+        if known and tools == self.tools and len(plain) > len(known) and plain[: len(known)] == known:
+            return Continuation(self.codec.continuation_ids(plain[len(known):], self._ended_with_eos), False, tools)
+        return Continuation(template_ids(self.tokenizer, plain, add_generation_prompt=True, tools=tools), True,
+                            tools)
 
     def extend(self, continuation: Continuation) -> None:
         """Record ``continuation``: observation tokens of the current segment, or a new segment."""
         if continuation.new_segment:
             if self.segments:
                 self.drift += 1
+            self.tools = continuation.tools
             self.segments.append(Segment(list(continuation.ids)))
         else:
             assert self.current is not None
             self.current.add_observation(continuation.ids)
 
-    def record(self, messages: Sequence[Mapping[str, Any]], generation: Generation, reply: str) -> None:
-        """Record the sampled ``generation`` of the call with ``messages``, returned to the agent as ``reply``."""
+    def record(self, messages: Sequence[Mapping[str, Any]], generation: Generation, reply: Mapping[str, Any]) -> None:
+        """Record the sampled ``generation`` of the call with ``messages``, returned to the agent as the assistant
+        message ``reply``."""
         if len(generation.logprobs) != len(generation.token_ids):
             raise ValueError(f"generate returned {len(generation.token_ids)} tokens but "
                              f"{len(generation.logprobs)} log-probs")
         assert self.current is not None
         self.current.add_policy(generation)
         self.turns += 1
-        self.messages = [plain_message(m) for m in messages] + [{"role": "assistant", "content": reply}]
+        self.messages = [plain_message(m) for m in messages] + [plain_message(reply)]
         eos = getattr(self.tokenizer, "eos_token_id", None)
         self._ended_with_eos = bool(generation.token_ids) and generation.token_ids[-1] == eos

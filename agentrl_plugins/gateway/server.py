@@ -27,6 +27,7 @@ from agentrl_plugins.gateway.openai_api import (
 )
 from agentrl_plugins.gateway.recorder import EpisodeRecorder
 from agentrl_plugins.gateway.session import EpisodeOver, GatewaySession, SessionBusy
+from agentrl_plugins.gateway.tool_calls import renders_tools
 from agentrl_plugins.types import Limits, Sampling
 
 EPISODE_END_HEADER = "x-agentrl-episode-end"
@@ -164,10 +165,16 @@ class Gateway:
             raise ApiError(404, f"model {chat.model!r} does not exist; this gateway serves {self.model_name!r}",
                            param="model", code="model_not_found")
         session = self._session_for(request)
+        if chat.tools and session.renders_tools is None:
+            session.renders_tools = renders_tools(session.tokenizer)
+        if chat.tools and not session.renders_tools:
+            raise ApiError(400, "this model's chat template does not show tools to the model: describe them in the "
+                                "prompt, or serve a model whose template renders tools", param="tools",
+                           code="unsupported")
         if chat.sampling and any(getattr(session.sampling, name) != value for name, value in chat.sampling.items()):
             session.sampling_overridden += 1
         try:
-            reply = await session.complete(chat.messages, chat.max_tokens)
+            reply = await session.complete(chat.messages, chat.max_tokens, chat.tools, chat.parse_tools)
         except SessionBusy as error:
             raise ApiError(409, str(error), code="session_busy") from None
         except EpisodeOver as error:
@@ -177,7 +184,7 @@ class Gateway:
         generation = reply.generation
         logprobs = (logprobs_body(session.tokenizer, generation.token_ids, generation.logprobs)
                     if chat.logprobs else None)
-        body = completion_body(self.model_name, reply.text, generation.finish_reason, reply.prompt_tokens,
+        body = completion_body(self.model_name, reply.message, generation.finish_reason, reply.prompt_tokens,
                                len(generation.token_ids), logprobs)
         headers = {EPISODE_END_HEADER: reply.ended} if reply.ended else {}
         if chat.stream:

@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence
 
 from agentrl_plugins.episode import Generate
 from agentrl_plugins.gateway.recorder import EpisodeRecorder
+from agentrl_plugins.gateway.tool_calls import parse_tool_calls
 from agentrl_plugins.types import Generation, Limits, Sampling
 
 
@@ -32,10 +33,11 @@ class EpisodeOver(Exception):
 
 @dataclass(frozen=True)
 class Reply:
-    """A served call: the sampled generation, its text as returned, and the termination it caused (or None)."""
+    """A served call: the sampled generation, the assistant message returned (its text, and the tool calls read out
+    of it when the call offered tools), and the termination it caused (or None)."""
 
     generation: Generation
-    text: str
+    message: dict[str, Any]
     prompt_tokens: int
     ended: str | None = None
 
@@ -58,6 +60,8 @@ class GatewaySession:
     """Calls the program made to this episode, served or refused."""
     calls: int = 0
     """Calls served with a reply."""
+    renders_tools: bool | None = None
+    """Whether the tokenizer's chat template shows tools (checked on the first call that offers some)."""
     sampling_overridden: int = 0
     """Calls that asked for other sampling settings than the run's (the run's are used: log-probs assume them)."""
 
@@ -74,8 +78,10 @@ class GatewaySession:
         if self.termination is not None:
             raise EpisodeOver(self.termination, f"episode {self.key!r} has ended ({self.termination})")
 
-    async def complete(self, messages: Sequence[Mapping[str, Any]], max_tokens: int | None = None) -> Reply:
-        """Serve one chat completion of this episode, recording its tokens; raises :class:`EpisodeOver`."""
+    async def complete(self, messages: Sequence[Mapping[str, Any]], max_tokens: int | None = None,
+                       tools: list[dict[str, Any]] | None = None, parse_tools: bool = False) -> Reply:
+        """Serve one chat completion of this episode, recording its tokens; raises :class:`EpisodeOver`.
+        ``tools`` are shown to the model by its chat template; ``parse_tools`` reads its tool calls out of the reply."""
         self.requests += 1
         self._check_open()
         if self.in_flight:
@@ -83,13 +89,14 @@ class GatewaySession:
                               "sequential")
         self.in_flight = True
         try:
-            return await self._complete(messages, max_tokens)
+            return await self._complete(messages, max_tokens, tools, parse_tools)
         finally:
             self.in_flight = False
 
-    async def _complete(self, messages: Sequence[Mapping[str, Any]], max_tokens: int | None) -> Reply:
+    async def _complete(self, messages: Sequence[Mapping[str, Any]], max_tokens: int | None,
+                        tools: list[dict[str, Any]] | None, parse_tools: bool) -> Reply:
         limits, recorder = self.limits, self.recorder
-        continuation = recorder.continuation(messages)
+        continuation = recorder.continuation(messages, tools)
         current = recorder.current
         if not continuation.new_segment and current is not None:
             if current.length + len(continuation.ids) > limits.max_context_tokens:
@@ -126,13 +133,18 @@ class GatewaySession:
             future.cancel()
             raise self._over("timeout", f"the episode ran past its {limits.timeout_s:g} s") from None
         text = self.tokenizer.decode(generation.token_ids, skip_special_tokens=True)
-        recorder.record(messages, generation, text)
+        message: dict[str, Any] = {"role": "assistant", "content": text}
+        if parse_tools:
+            parsed = parse_tool_calls(text)
+            if parsed.tool_calls:
+                message = {"role": "assistant", "content": parsed.content or None, "tool_calls": parsed.tool_calls}
+        recorder.record(messages, generation, message)
         self.calls += 1
         ended = None
         if generation.finish_reason == "length" and segment.length >= limits.max_context_tokens:
             self.end("max_context")
             ended = "max_context"
-        return Reply(generation, text, len(prompt), ended)
+        return Reply(generation, message, len(prompt), ended)
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started

@@ -180,7 +180,11 @@ def post(url: str, body: bytes, key: str = "k") -> tuple[int, dict[str, Any]]:
     (json.dumps({"model": "agentrl", "messages": [{"role": "user", "content": "x"}], "max_tokens": 0}).encode(),
      400, "max_tokens"),
     (json.dumps({"model": "agentrl", "messages": [{"role": "user", "content": "x"}],
-                 "tools": [{"type": "function", "function": {"name": "f"}}]}).encode(), 400, "tools"),
+                 "tools": [{"type": "function"}]}).encode(), 400, "tools"),
+    (json.dumps({"model": "agentrl", "messages": [{"role": "tool", "content": "x"}]}).encode(), 400,
+     "messages[0].tool_call_id"),
+    (json.dumps({"model": "agentrl", "messages": [{"role": "user", "content": "x", "tool_calls": [{}]}]}).encode(),
+     400, "messages[0].tool_calls"),
     (json.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": "x"}]}).encode(), 404, "model"),
     (json.dumps({"model": "agentrl", "messages": [{"role": "user", "content": "x"}]}).encode(), 404, None),
 ])
@@ -277,3 +281,57 @@ def test_64_concurrent_agent_programs_each_get_their_own_episode(gateway, sample
     for task, trajectory in zip(tasks, trajectories):
         assert trajectory.prompt_ids == template_ids(tokenizer, [{"role": "user", "content": task.issue}], True)
     assert sampler.batches < 64 * 2 / 4  # the 128 calls of 64 programs shared batched forward passes
+
+
+TOOLS = [{"type": "function", "function": {"name": "read", "description": "Read the function's source.",
+                                           "parameters": {"type": "object", "properties": {}}}},
+         {"type": "function", "function": {"name": "edit", "description": "Apply an edit.",
+                                           "parameters": {"type": "object", "properties": {"op": {"type": "string"}}}}}]
+
+
+def test_openai_tool_calls_round_trip_and_stay_on_the_sampled_tokens(gateway):
+    """A model whose template shows tools writes Hermes-style calls; the agent gets OpenAI ``tool_calls``, answers
+    with ``tool`` messages, and the episode stays one segment on the tokens the sampler produced."""
+    from agentrl_plugins.local_models import byte_chat_tokenizer
+
+    tokenizer = byte_chat_tokenizer(tools=True)
+    replies = ['<tool_call>{"name": "read", "arguments": {}}</tool_call>',
+               'Now the fix. <tool_call>{"name": "edit", "arguments": {"op": "swap"}}</tool_call>', "done"]
+    generate = ScriptedGenerate(replies, tokenizer)
+    seen: list[Any] = []
+
+    def body(client, link):
+        messages: list[dict[str, Any]] = [{"role": "user", "content": "fix it"}]
+        while True:
+            reply = client.chat.completions.create(model=link.model, messages=messages, tools=TOOLS)
+            choice = reply.choices[0]
+            seen.append((choice.finish_reason, choice.message.content,
+                         [(c.function.name, json.loads(c.function.arguments)) for c in choice.message.tool_calls or []]))
+            if not choice.message.tool_calls:
+                return "ok"
+            messages.append(choice.message.model_dump(exclude_none=True))
+            messages += [{"role": "tool", "tool_call_id": call.id, "content": f"result of {call.function.name}"}
+                         for call in choice.message.tool_calls]
+
+    limits = Limits(max_turns=4, max_context_tokens=2048, max_new_tokens_per_turn=128, timeout_s=30.0)
+    trajectory = play(gateway, Program(body), generate, tokenizer, limits)
+    assert seen == [("tool_calls", None, [("read", {})]), ("tool_calls", "Now the fix.", [("edit", {"op": "swap"})]),
+                    ("stop", "done", [])]
+    assert trajectory.termination == "submitted" and not trajectory.segments and trajectory.num_turns == 3
+    assert trajectory.prompt_ids == template_ids(tokenizer, [{"role": "user", "content": "fix it"}], True, TOOLS)
+    assert [trajectory.response_ids[a:b] for a, b in trajectory.turn_spans] == generate.outputs
+    observation = tokenizer.decode(trajectory.response_ids[trajectory.turn_spans[0][1]:trajectory.turn_spans[1][0]])
+    assert observation == "<|tool|>result of read<|end|><|assistant|>"
+
+
+def test_tools_are_refused_where_the_model_cannot_see_them(gateway, tokenizer):
+    def body(client, link):
+        with pytest.raises(openai.BadRequestError, match="does not show tools"):
+            client.chat.completions.create(model=link.model, messages=[{"role": "user", "content": "x"}],
+                                           tools=TOOLS)
+        with pytest.raises(openai.BadRequestError, match="tool_choice"):
+            client.chat.completions.create(model=link.model, messages=[{"role": "user", "content": "x"}],
+                                           tools=TOOLS, tool_choice="required")
+        return "ok"
+
+    assert play(gateway, Program(body), ScriptedGenerate(["a"], tokenizer), tokenizer).termination == "error"
