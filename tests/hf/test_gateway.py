@@ -305,8 +305,9 @@ def test_openai_tool_calls_round_trip_and_stay_on_the_sampled_tokens(gateway):
         while True:
             reply = client.chat.completions.create(model=link.model, messages=messages, tools=TOOLS)
             choice = reply.choices[0]
+            calls = choice.message.tool_calls or []
             seen.append((choice.finish_reason, choice.message.content,
-                         [(c.function.name, json.loads(c.function.arguments)) for c in choice.message.tool_calls or []]))
+                         [(c.function.name, json.loads(c.function.arguments)) for c in calls]))
             if not choice.message.tool_calls:
                 return "ok"
             messages.append(choice.message.model_dump(exclude_none=True))
