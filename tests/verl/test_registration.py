@@ -37,7 +37,7 @@ def test_a_bare_import_verl_registers_every_name_in_a_fresh_process():
     assert estimators == ["agentrl_dr_grpo", "agentrl_gigpo", "agentrl_grpo", "agentrl_grpo_turns", "agentrl_rloo"]
     assert losses == ["agentrl_geometric_sequence_mask", "agentrl_icepop", "agentrl_none", "agentrl_sequence_tis",
                       "agentrl_token_tis"]
-    assert loops == ["agentrl_bugfix"]
+    assert loops == ["agentrl_bugfix", "agentrl_bugfix_agent"]  # one per environment, agent programs included
 
 
 def test_nothing_of_verls_is_shadowed():
