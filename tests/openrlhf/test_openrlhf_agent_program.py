@@ -1,15 +1,20 @@
 """``agentrl run --framework openrlhf --environment bugfix_agent``: the BugFix gym's agent program (a plain
 ``openai``-client loop) plays every episode through the gateway inside OpenRLHF's agent executor, and OpenRLHF
-trains on the tokens the gateway recorded. A random TinyAgent keeps it quick (it earns no reward;
-``loss.entropy_coef`` gives the update a gradient)."""
+trains on the tokens the gateway recorded: every figure of every step equals the built-in environment's run.
+That also holds OpenRLHF to the recipe's seed: its trainer actor's prompt order comes from the seed the
+runtime-env hook gives every worker (OpenRLHF leaves that process unseeded). A random TinyAgent keeps it quick
+(it earns no reward; ``loss.entropy_coef`` gives the update a gradient)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from agentrl_plugins.runs.rundir import RunDir
 
@@ -22,19 +27,30 @@ OVERRIDES = {"train.steps": 1, "train.eval_episodes_per_task": 1, "rollout.group
              "filtering.reasons": '["timeout"]'}
 
 
-def test_openrlhf_trains_the_agent_program_through_the_gateway(tmp_path, tokenizer):
-    build_model(tokenizer, seed=0).save_pretrained(tmp_path / "model")
-    tokenizer.save_pretrained(tmp_path / "model")
-    run = RunDir(tmp_path / "run")
+def train(tmp_path: Path, environment: str) -> RunDir:
+    run = RunDir(tmp_path / environment)
     env = {**os.environ, BACKEND_ENV: "cpu", "OMP_NUM_THREADS": "1",
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     done = subprocess.run(
         [sys.executable, "-m", "agentrl_plugins", "run", "deepswe_grpopp", "--framework", "openrlhf",
-         "--environment", "bugfix_agent", "--profile", "laptop", "--model", str(tmp_path / "model"), "--out",
+         "--environment", environment, "--profile", "laptop", "--model", str(tmp_path / "model"), "--out",
          str(run.path), *[arg for key, value in OVERRIDES.items() for arg in ("-o", f"{key}={value}")]],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
+    return run
+
+
+def test_openrlhf_trains_the_agent_program_through_the_gateway(tmp_path, tokenizer):
+    build_model(tokenizer, seed=0).save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    run, built_in = train(tmp_path, "bugfix_agent"), train(tmp_path, "bugfix")
     assert [row.step for row in run.read_metrics()] == [0, 1] and run.report_file.is_file()
+    for mine, theirs in zip(run.read_metrics(), built_in.read_metrics()):
+        # the learner's entropy is float noise apart (about 1e-7: another batch composition), the rest exact
+        assert dataclasses.replace(mine, seconds=0, entropy=None) == dataclasses.replace(theirs, seconds=0,
+                                                                                         entropy=None)
+        assert (mine.entropy is None) == (theirs.entropy is None)
+        assert mine.entropy is None or mine.entropy == pytest.approx(theirs.entropy, rel=1e-5)
     (step,) = [json.loads(line) for line in (run.path / STEPS_FILE).read_text().splitlines()]
     assert step["episodes"] == 4 and step["policy_tokens"] > 0
     assert step["status"]["termination_error"] == 0.0, "every agent program reached the model and returned"

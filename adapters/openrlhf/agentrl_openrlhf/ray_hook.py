@@ -56,9 +56,28 @@ def install_driver() -> list[str]:
 
 
 def setup_worker() -> None:
-    """Install the CPU backend (when asked for), the recorder (with a run folder) and the recipe's patches."""
+    """Seed the process with the recipe's seed, then install the CPU backend (when asked for), the recorder (with a
+    run folder) and the recipe's patches.
+
+    OpenRLHF seeds its driver and its model actors (``setup_distributed``) but not the trainer actor, whose prompt
+    loader shuffles from the unseeded global generator: without this, two runs of one recipe train on other
+    prompts in another order."""
+    if os.environ.get(RECIPE_ENV):
+        seed_process(recipe_from_env().train.seed)
     patched = _install(recipe_patches=True)
     logger.info("agentrl-openrlhf patched %s", ", ".join(patched) or "nothing (OpenRLHF is native for this recipe)")
+
+
+def seed_process(seed: int) -> None:
+    """Python's, NumPy's and torch's global generators, as ``transformers.set_seed`` seeds them."""
+    import random
+
+    import numpy
+    import torch
+
+    random.seed(seed)
+    numpy.random.seed(seed)
+    torch.manual_seed(seed)
 
 
 def _install(recipe_patches: bool) -> list[str]:
