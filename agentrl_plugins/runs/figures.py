@@ -25,7 +25,7 @@ def loss_token_mean(values: Tensor, mask: Tensor) -> float | None:
     return float((values * (mask > 0)).sum().item() / count) if count else None
 
 
-EPISODE_FIGURES = ("success_tokens", "failure_tokens", "redundant_per_success")
+EPISODE_FIGURES = ("success_tokens", "failure_tokens", "redundant_per_success", "drift_per_episode")
 """The ``metrics.jsonl`` figures of a step's training episodes taken one by one (:func:`episode_figures`)."""
 
 
@@ -33,15 +33,18 @@ EPISODE_FIGURES = ("success_tokens", "failure_tokens", "redundant_per_success")
 class EpisodeCounts:
     """What one training episode adds to its step's episode figures: whether it is an honest success (passed,
     not hacked), its policy tokens (all it sampled, filtered or not) and its turns flagged
-    :data:`~agentrl_plugins.types.REDUNDANT_SIGNAL` (0 where the environment flags none)."""
+    :data:`~agentrl_plugins.types.REDUNDANT_SIGNAL` (0 where the environment flags none), and the times an agent
+    program's conversation stopped extending the sampled tokens (``drift``: its segments after the first)."""
 
     passed: bool
     policy_tokens: int
     redundant: int
+    drift: int = 0
 
     @classmethod
     def of(cls, trajectory: Trajectory) -> EpisodeCounts:
-        return cls(honest_pass(trajectory.verdict), trajectory.policy_tokens, redundant_turns(trajectory))
+        return cls(honest_pass(trajectory.verdict), trajectory.policy_tokens, redundant_turns(trajectory),
+                   len(trajectory.segments))
 
 
 def redundant_turns(trajectory: Trajectory) -> int:
@@ -49,10 +52,11 @@ def redundant_turns(trajectory: Trajectory) -> int:
 
 
 def episode_figures(episodes: Sequence[EpisodeCounts]) -> dict[str, float | None]:
-    """The mean policy tokens of the successes and of the failures, and the mean redundant turns per success;
-    each None without such an episode."""
+    """The mean policy tokens of the successes and of the failures, the mean redundant turns per success (each None
+    without such an episode), and the mean drift per episode (None without episodes)."""
     successes = [e for e in episodes if e.passed]
     failures = [e for e in episodes if not e.passed]
     return {"success_tokens": fmean(e.policy_tokens for e in successes) if successes else None,
             "failure_tokens": fmean(e.policy_tokens for e in failures) if failures else None,
-            "redundant_per_success": fmean(e.redundant for e in successes) if successes else None}
+            "redundant_per_success": fmean(e.redundant for e in successes) if successes else None,
+            "drift_per_episode": fmean(e.drift for e in episodes) if episodes else None}

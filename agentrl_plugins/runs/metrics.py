@@ -22,8 +22,10 @@ class StepMetrics:
     definitions (:mod:`agentrl_plugins.runs.figures`). Over the step's training episodes again, filtered
     ones included (:func:`~agentrl_plugins.runs.figures.episode_figures`): the mean policy tokens of the
     honest successes (``success_tokens``) and of the other episodes (``failure_tokens``), and the mean
-    number of redundant turns per honest success (``redundant_per_success``); each None without such an
-    episode (and in rows written before they existed).
+    number of redundant turns per honest success (``redundant_per_success``), and the mean number of times per
+    episode an agent program's conversation stopped extending the tokens sampled before (``drift_per_episode``,
+    :mod:`agentrl_plugins.gateway`; 0 for the episode runner's episodes); each None without such an episode (and
+    in rows written before they existed).
     """
 
     step: int
@@ -40,6 +42,7 @@ class StepMetrics:
     success_tokens: float | None = None
     failure_tokens: float | None = None
     redundant_per_success: float | None = None
+    drift_per_episode: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -10,6 +10,7 @@ from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.plugins import PluginManager
 from agentrl_plugins.recipe import load_recipe
 from agentrl_plugins.runs.evaluate import summarize
+from agentrl_plugins.runs.figures import EpisodeCounts, episode_figures
 from agentrl_plugins.runs.metrics import StepMetrics, finite
 from agentrl_plugins.runs.report import write_report
 from agentrl_plugins.runs.rundir import RunDir
@@ -102,3 +103,17 @@ def test_the_final_export_replaces_final_only_when_it_completes(tmp_path):
         assert list(folder.iterdir()) == []
         (folder / "other").write_text("second")
     assert sorted(p.name for p in run.final_weights.iterdir()) == ["other"]
+
+
+def test_episode_figures_count_an_agent_programs_drift_over_every_training_episode():
+    def episode(reward: float, segments: int) -> Trajectory:
+        trajectory = Trajectory("t", [1], [2, 3], [1, 1], [-0.1, -0.2], [(0, 2)], "submitted", reward,
+                                Verdict(reward, reward == 1.0))
+        trajectory.segments = [Trajectory("t", [4], [5], [1], [-0.3], [(0, 1)], "submitted")] * segments
+        return trajectory
+
+    figures = episode_figures([EpisodeCounts.of(episode(1.0, 2)), EpisodeCounts.of(episode(0.0, 0))])
+    assert figures["drift_per_episode"] == 1.0 and figures["success_tokens"] == 2
+    assert episode_figures([])["drift_per_episode"] is None
+    assert StepMetrics.from_dict({**StepMetrics(1, *[None] * 8, 0, 1.0).to_dict(), "drift_per_episode": 0.5}) \
+        .drift_per_episode == 0.5

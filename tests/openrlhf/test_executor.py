@@ -83,6 +83,7 @@ async def test_for_a_turn_level_estimator_each_label_carries_its_turns_over_the_
     logs = [r["extra_logs"] for r in responses]
     assert [log["redundant_turns"] for log in logs[:2] + logs[3:]] == [0.0] * 3
     assert logs[2]["redundant_turns"] == logs[2]["num_turns"] - 1 > 0, "the stall re-tests an unchanged source"
+    assert all(log["drift"] == 0.0 for log in logs), "the episode runner's episodes never drift (agent programs may)"
 
 
 async def test_without_compact_filtering_every_episode_keeps_its_tokens(use_recipe, model, tokenizer):

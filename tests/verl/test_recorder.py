@@ -20,9 +20,9 @@ from agentrl_verl.recorder import ENTROPY_KEY, StepRecorder, verl_metrics
 
 
 def episode(split: str, version: int, reward: float, filtered: bool = False, hacked: bool = False,
-            redundant: int = 0) -> EpisodeRecord:
+            redundant: int = 0, drift: int = 0) -> EpisodeRecord:
     return EpisodeRecord(split, version, "t", "submitted", reward, reward == 1.0, hacked, filtered, [1, 2], [3, 4, 5],
-                         [1, 0, 1], [-0.1, 0.0, -0.2], redundant)
+                         [1, 0, 1], [-0.1, 0.0, -0.2], redundant, drift)
 
 
 class StepHook:
@@ -60,7 +60,7 @@ def test_each_step_is_recorded_when_verl_logs_it_with_its_own_episodes_and_metri
     play(recorder, episode("held_out", 0, 0.0), episode("held_out", 0, 1.0))
     figures = recorder.record(0, {"val-core/x": 0.5})
     assert figures["agentrl/heldout_pass1"] == 0.5 and "agentrl/train_reward" not in figures
-    play(recorder, episode("train", 0, 1.0, redundant=3), episode("train", 0, 0.0, filtered=True))
+    play(recorder, episode("train", 0, 1.0, redundant=3), episode("train", 0, 0.0, filtered=True, drift=3))
     figures = recorder.record(1, {"actor/pg_clipfrac": 0.25, ENTROPY_KEY: 2.0, "timing_s/step": 3.0,
                                   "actor/entropy": 99.0, "text": "not a number"})
     assert (figures["agentrl/train_reward"], figures["agentrl/filtered_fraction"]) == (0.5, 0.5)
@@ -77,6 +77,8 @@ def test_each_step_is_recorded_when_verl_logs_it_with_its_own_episodes_and_metri
     assert (rows[1].success_tokens, rows[1].failure_tokens, rows[1].redundant_per_success) == (2, 2, 3), \
         "a filtered failure counts its sampled tokens"
     assert rows[0].success_tokens is None and rows[2].redundant_per_success == 0
+    assert (rows[0].drift_per_episode, rows[1].drift_per_episode, rows[2].drift_per_episode) == (None, 1.5, 0.0), \
+        "an agent program's drift, over the step's training episodes"
     assert [(step, metrics) for step, metrics in hook.calls] == [(s, rows[s].to_dict()) for s in (0, 1, 2)]
     assert "text" not in verl_metrics(recorder.verl_metrics_file)[1]
     assert recorder.finish(None).is_file()

@@ -48,6 +48,7 @@ def executor_output(trajectory: Trajectory, prompt: Any, label: Any, images: Any
             "num_turns": float(trajectory.num_turns),
             "policy_tokens": float(trajectory.policy_tokens),
             "redundant_turns": float(redundant_turns(trajectory)),
+            "drift": float(len(trajectory.segments)),
             **termination_logs(trajectory.termination),
         },
     }

@@ -93,12 +93,13 @@ def loss_tokens(experiences: Sequence[Any]) -> LossTokens:
 
 def episode_counts(experiences: Sequence[Any]) -> list[EpisodeCounts]:
     """Each training episode's counts from the executor's logs (``passed``, ``policy_tokens``,
-    ``redundant_turns``); none when another executor played them."""
-    keys = ("passed", "policy_tokens", "redundant_turns")
+    ``redundant_turns``, ``drift``); none when another executor played them."""
+    keys = ("passed", "policy_tokens", "redundant_turns", "drift")
     if not experiences or any(key not in e.info for e in experiences for key in keys):
         return []
     columns = [torch.cat([e.info[key].reshape(-1) for e in experiences]).tolist() for key in keys]
-    return [EpisodeCounts(bool(passed), int(tokens), int(redundant)) for passed, tokens, redundant in zip(*columns)]
+    return [EpisodeCounts(bool(passed), int(tokens), int(redundant), int(drift))
+            for passed, tokens, redundant, drift in zip(*columns)]
 
 
 def held_out(samples: Sequence[Any]) -> tuple[float, float]:

@@ -34,6 +34,8 @@ class EpisodeRecord:
     logprobs: list[float]
     redundant: int = 0
     """Its turns the environment flagged redundant."""
+    drift: int = 0
+    """Its segments after the first (an agent program's conversation that stopped extending its tokens)."""
 
     @property
     def policy_tokens(self) -> int:

@@ -76,7 +76,7 @@ def step_rows(episodes: list[EpisodeRecord], metrics: dict[int, dict[str, Any]],
             entropy=finite(verl.get(ENTROPY_KEY)),
             policy_tokens=sum(e.policy_tokens for e in batch),
             seconds=finite(verl.get("timing_s/step")) or finite(verl.get("timing_s/testing")) or 0.0,
-            **episode_figures([EpisodeCounts(e.passed, sum(e.policy_mask), e.redundant) for e in batch]),
+            **episode_figures([EpisodeCounts(e.passed, sum(e.policy_mask), e.redundant, e.drift) for e in batch]),
         ))
     return rows
 

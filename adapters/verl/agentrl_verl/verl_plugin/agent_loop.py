@@ -157,7 +157,8 @@ def episode_record(task: Task, trajectory: Trajectory, output: AgentLoopOutput) 
         passed=honest_pass(verdict), hacked=bool(verdict and verdict.hacked),
         filtered=bool(extra["reward_extra_info"]["filtered"]), prompt_ids=list(trajectory.prompt_ids),
         response_ids=list(trajectory.response_ids), policy_mask=list(trajectory.response_mask),
-        logprobs=[float(x) for x in trajectory.logprobs], redundant=redundant_turns(trajectory))
+        logprobs=[float(x) for x in trajectory.logprobs], redundant=redundant_turns(trajectory),
+        drift=len(trajectory.segments))
 
 
 def loop_class_name(environment_name: str) -> str:
