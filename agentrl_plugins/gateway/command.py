@@ -7,7 +7,6 @@ import asyncio
 import json
 import signal
 import threading
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Optional
 
@@ -50,7 +49,7 @@ def gateway_command(
     """Serve a model over the OpenAI Chat Completions API; each API key is a session whose tokens are recorded.
     Ctrl-C stops it."""
     from agentrl_plugins.gateway.recorder import EpisodeRecorder
-    from agentrl_plugins.gateway.server import Gateway
+    from agentrl_plugins.gateway.server import Gateway, session_record
     from agentrl_plugins.gateway.session import GatewaySession
 
     generate, tokenizer = load_sampler(model, seed)
@@ -73,8 +72,6 @@ def gateway_command(
         gateway.stop()
         if record is not None:
             with record.open("w") as out:
-                for key, session in gateway.sessions.items():
-                    recorder = session.recorder
-                    out.write(json.dumps({"key": key, "turns": recorder.turns, "drift": recorder.drift,
-                                          "segments": [asdict(s) for s in recorder.segments]}) + "\n")
+                for session in gateway.sessions.values():
+                    out.write(json.dumps(session_record(session)) + "\n")
             typer.echo(f"recorded {len(gateway.sessions)} sessions in {record}", err=True)

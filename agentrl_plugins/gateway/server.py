@@ -12,6 +12,7 @@ import asyncio
 import secrets
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import asdict
 from typing import Any, Callable
 
@@ -32,6 +33,7 @@ from agentrl_plugins.types import Limits, Sampling
 
 EPISODE_END_HEADER = "x-agentrl-episode-end"
 SESSION_HEADER = "x-agentrl-session"
+ENDED_KEPT = 100_000
 SessionFactory = Callable[[str, asyncio.AbstractEventLoop], GatewaySession]
 
 
@@ -47,8 +49,9 @@ class Gateway:
         self.port = port
         self.session_factory = session_factory
         self.sessions: dict[str, GatewaySession] = {}
-        self.ended: dict[str, str] = {}
-        """Keys of sessions closed by their owner, with their termination: a late call gets a clear refusal."""
+        self.ended: OrderedDict[str, str] = OrderedDict()
+        """Keys of the last ``ENDED_KEPT`` sessions closed by their owner, with their termination: a late call gets
+        a clear refusal."""
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self.app = self._build_app()
@@ -72,6 +75,8 @@ class Gateway:
         session = self.sessions.pop(key)
         session.end("closed")
         self.ended[key] = session.termination or "closed"
+        while len(self.ended) > ENDED_KEPT:
+            self.ended.popitem(last=False)
         return session
 
     # Lifecycle ----------------------------------------------------------------------------------------------
@@ -197,10 +202,15 @@ class Gateway:
         key = request.path_params["key"]
         if key not in self.sessions:
             raise ApiError(404, f"unknown session {key!r}", code="session_not_found")
-        session = self.sessions[key]
-        recorder = session.recorder
-        return JSONResponse({"key": key, "termination": session.termination, "turns": recorder.turns,
-                             "drift": recorder.drift, "segments": [asdict(s) for s in recorder.segments]})
+        return JSONResponse(session_record(self.sessions[key]))
+
+
+def session_record(session: GatewaySession) -> dict[str, Any]:
+    """A session as JSON: its termination, replies, drift, calls with other sampling settings, and segments."""
+    recorder = session.recorder
+    return {"key": session.key, "termination": session.termination, "turns": recorder.turns, "drift": recorder.drift,
+            "sampling_overridden": session.sampling_overridden,
+            "segments": [asdict(segment) for segment in recorder.segments]}
 
 
 async def _api_error(request: Any, error: Exception) -> Any:
