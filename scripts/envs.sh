@@ -107,7 +107,7 @@ ensure_user_env() {
 }
 
 ensure_core_env() {
-    ensure_env core -e ".[test,report,lint,gateway]" -e envs/bugfix_gym hatchling editables
+    ensure_env core -e ".[test,report,lint,gateway]" -e envs/bugfix_gym hatchling editables openai
 }
 
 # The test tools beside the wheels: the loggers the tests read back (TensorBoard, W&B offline) and hatchling

@@ -7,6 +7,7 @@ from agentrl_plugins import hookimpl
 from agentrl_plugins.components import AdvantageEstimator, Correction, Environment, RecipeFile, Verifier
 
 from agentrl_example_plugin.advantage import median_baseline
+from agentrl_example_plugin.agent import ArithmeticAgent
 from agentrl_example_plugin.correction import band_clip
 from agentrl_example_plugin.environment import ArithmeticEnv
 from agentrl_example_plugin.events import agentrl_episode_end, agentrl_step_end  # noqa: F401 (registered with this module)
@@ -16,6 +17,8 @@ from agentrl_example_plugin.verifier import exact_answer
 @hookimpl
 def agentrl_register_environments(register):
     register(Environment("arithmetic", ArithmeticEnv, "Two-number arithmetic with a calculator tool."))
+    register(Environment("arithmetic_agent", ArithmeticAgent,
+                         "The arithmetic tasks played by an openai-client agent program through the gateway."))
 
 
 @hookimpl

@@ -27,7 +27,8 @@ def test_the_agentrl_entry_point_names_the_plugin_module():
 def test_every_component_is_registered_by_name(manager):
     ours = {(kind, entry.record.name) for kind in ("environment", "verifier", "advantage", "correction", "recipe")
             for entry in manager.registry(kind) if entry.distribution == "agentrl-example-plugin"}
-    assert ours == {("environment", "arithmetic"), ("verifier", "exact_answer"), ("advantage", "median_baseline"),
+    assert ours == {("environment", "arithmetic"), ("environment", "arithmetic_agent"), ("verifier", "exact_answer"),
+                    ("advantage", "median_baseline"),
                     ("correction", "band_clip"), ("recipe", "arithmetic_median")}
 
 

@@ -1,0 +1,29 @@
+"""Your own agent program, as the plugin guide's example package ships one (``arithmetic_agent``: an
+``openai``-client loop over the arithmetic tasks), installed as a user installs it and trained with
+``agentrl run --environment``: it learns exactly what the example's own environment learns."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+from pathlib import Path
+
+from agentrl_plugins.runs.rundir import RunDir
+from agentrl_plugins.testing import fresh_environment
+
+EXAMPLE = Path(__file__).parents[2] / "docs" / "examples" / "agentrl-example-plugin"
+
+
+def test_the_example_agent_program_trains_as_the_examples_environment(tmp_path):
+    python = fresh_environment(tmp_path / "env", EXAMPLE)
+    runs = {}
+    for environment in ("arithmetic_agent", "arithmetic"):
+        done = subprocess.run([str(python), "-m", "agentrl_plugins", "run", "arithmetic_median", "--environment",
+                               environment, "--steps", "2", "--out", str(tmp_path / environment)], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-4000:])
+        runs[environment] = RunDir(tmp_path / environment)
+    assert runs["arithmetic_agent"].load_recipe().environment.name == "arithmetic_agent"
+    rows = [[dataclasses.replace(row, seconds=0, entropy=None) for row in run.read_metrics()] for run in runs.values()]
+    assert [row.step for row in rows[0]] == [0, 1, 2] and rows[0] == rows[1]
+    assert rows[0][-1].policy_tokens > 0 and rows[0][-1].drift_per_episode == 0.0
