@@ -246,7 +246,7 @@ def test_a_program_that_raises_hangs_or_never_calls_ends_its_episode_and_the_nex
         return "ok"
 
     monkeypatch.setattr("agentrl_plugins.gateway.program.GRACE_S", 0.5)
-    short = Limits(max_turns=4, max_context_tokens=512, max_new_tokens_per_turn=8, timeout_s=1.0)
+    short = Limits(max_turns=4, max_context_tokens=512, max_new_tokens_per_turn=8, timeout_s=3.0)  # slow machines too
     raised = play(gateway, Program(raises), ScriptedGenerate(["a"], tokenizer), tokenizer)
     hung = play(gateway, Program(hangs), ScriptedGenerate(["a"], tokenizer), tokenizer, short)
     never = play(gateway, Program(silent), ScriptedGenerate(["a"], tokenizer), tokenizer)

@@ -34,10 +34,13 @@ def gyms():
     agent.close()
 
 
-def test_a_sampled_models_episodes_are_token_identical(gyms, random_model, tokenizer):
+@pytest.mark.parametrize("limits, termination", [
+    (Limits(max_turns=2, max_context_tokens=4096, max_new_tokens_per_turn=24), "max_turns"),
+    (Limits(max_turns=6, max_context_tokens=440, max_new_tokens_per_turn=24), "max_context"),
+], ids=["out-of-turns", "out-of-context"])
+def test_a_sampled_models_episodes_are_token_identical(gyms, random_model, tokenizer, limits, termination):
     built_in, agent = gyms
     tasks = built_in.tasks("train")[:4]
-    limits = Limits(max_turns=3, max_context_tokens=630, max_new_tokens_per_turn=24)
 
     def sampler():  # one request per forward pass: each request's numbers do not depend on its batch
         return HFGenerator(random_model, tokenizer.eos_token_id, tokenizer.pad_token_id, seed=5, max_batch=1)
@@ -54,7 +57,7 @@ def test_a_sampled_models_episodes_are_token_identical(gyms, random_model, token
                                         verifier=verifiers.hidden_tests))
     got = asyncio.run(through_gateway())
     assert sorted(map(signature, got)) == sorted(map(signature, expected))
-    assert {t.termination for t in expected} == {"max_turns", "max_context"}
+    assert {t.termination for t in expected} == {termination}
 
 
 @pytest.mark.parametrize("policy", [policies.solver, policies.hacker, policies.fixer])
