@@ -1,9 +1,11 @@
 """Batched sampling from a Hugging Face causal LM behind the core's async ``generate`` contract.
 
-Concurrent callers are gathered for a short window (or until ``max_batch`` are
-waiting), left-padded and decoded together with a KV cache, so a step of many
-concurrent episodes costs about as many forward passes as its longest turn has
-tokens, not one per episode.
+Concurrent callers decode together with a KV cache (continuous batching: a row
+that finishes hands its slot to the next waiting request at once), so a step of
+many concurrent episodes costs about as many forward passes as its longest
+episode has tokens, not one per episode. A multi-turn episode's next prompt
+extends what the model has already read; it starts from that stored cache (see
+:mod:`agentrl_plugins.kv_cache`) and only its new tokens are read.
 
 Log-probs: the log-prob of each sampled token is ``log_softmax(logits / T)`` at
 that token over the whole vocabulary, *without* the top-k/top-p renormalisation,
@@ -23,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import inspect
+import os
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -30,6 +33,7 @@ from typing import Any, Sequence
 import torch
 from transformers import DynamicCache
 
+from agentrl_plugins.kv_cache import PrefixStore, SlotCache, StoredPrefix
 from agentrl_plugins.types import Generation, Sampling
 
 
@@ -79,28 +83,58 @@ class _Request:
     token_ids: list[int]
     sampling: Sampling
     generator: torch.Generator
-    future: asyncio.Future
+    future: asyncio.Future | None = None
+    result: Generation | None = None
+
+
+@dataclass
+class _Row:
+    """A request being decoded: what it has sampled so far (the last token is not read yet)."""
+
+    request: _Request
+    tokens: list[int]
+    logprobs: list[float]
+
+    @property
+    def done(self) -> bool:
+        return len(self.tokens) >= self.request.sampling.max_new_tokens
+
+    def finish(self, reason: str) -> _Request:
+        self.request.result = Generation(self.tokens, self.logprobs, reason)
+        return self.request
 
 
 class HFGenerator:
     """``await gen(token_ids, sampling) -> Generation``; concurrent calls share batched forward passes.
 
-    ``forward_passes`` counts model forward calls and ``batches`` the decoding loops run.
+    Up to ``max_batch`` rows decode together. With ``refill`` a finished row's slot takes the next waiting
+    request at once (continuous batching); without it a new batch starts when its last row finishes. With
+    reuse on (``prefix_cache_bytes`` > 0, the store's bound), a prompt that extends a finished request's
+    sequence starts from that sequence's stored cache, and identical prompts, or the start that new prompts
+    share, are read once. Counters: ``forward_passes`` (model calls), ``batches`` (admission rounds),
+    ``prefill_tokens`` (prompt tokens the model read) and ``reused_tokens`` (served from a cache instead).
     """
 
     def __init__(self, model: Any, eos_token_id: int, pad_token_id: int | None = None, seed: int = 0,
-                 max_batch: int = 64, window_s: float = 0.005):
+                 max_batch: int = 64, window_s: float = 0.005, refill: bool = True,
+                 prefix_cache_bytes: int = 2**30):
         self.model = model
         self.eos_token_id = eos_token_id
         self.pad_token_id = eos_token_id if pad_token_id is None else pad_token_id
         self.seed = seed
         self.max_batch = max_batch
         self.window_s = window_s
+        self.refill = refill
+        self.prefixes = PrefixStore(prefix_cache_bytes)
         self.forward_passes = 0
         self.batches = 0
+        self.prefill_tokens = 0
+        self.reused_tokens = 0
         self._seen: Counter[str] = Counter()
         self._pending: list[_Request] = []
         self._worker: asyncio.Task | None = None
+        self._rows: list[_Row] = []
+        self._slots = SlotCache(max_batch, next(model.parameters()).device)
         parameters = inspect.signature(model.forward).parameters
         self._cache_kwarg = "cache" if "cache" in parameters else "past_key_values"
 
@@ -112,65 +146,170 @@ class HFGenerator:
         return torch.Generator().manual_seed(request_seed(self.seed, token_ids, occurrence))
 
     async def __call__(self, token_ids: list[int], sampling: Sampling) -> Generation:
+        if not token_ids:
+            raise ValueError("generate needs at least one prompt token")
         loop = asyncio.get_running_loop()
-        request = _Request(list(token_ids), sampling, self.request_generator(token_ids), loop.create_future())
-        self._pending.append(request)
+        future: asyncio.Future[Generation] = loop.create_future()
+        self._pending.append(_Request(list(token_ids), sampling, self.request_generator(token_ids), future))
         if self._worker is None or self._worker.done():
             self._worker = loop.create_task(self._drain())
-        return await request.future
+        return await future
 
     async def _drain(self) -> None:
-        while self._pending:
-            if len(self._pending) < self.max_batch:
+        while self._pending or self._rows:
+            if not self._rows and len(self._pending) < self.max_batch:
                 await asyncio.sleep(self.window_s)
-            batch, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch:]
+            admitted: list[_Request] = []
+            if self.refill or not self._rows:
+                room = self.max_batch - len(self._rows)
+                admitted, self._pending = self._pending[:room], self._pending[room:]
+            working = [row.request for row in self._rows] + admitted
             try:
-                results = await asyncio.to_thread(self.generate_batch, [r.token_ids for r in batch],
-                                                  [r.sampling for r in batch], [r.generator for r in batch])
+                finished = await asyncio.to_thread(self._advance, admitted)
             except Exception as error:
-                for request in batch:
-                    if not request.future.done():
+                self._rows, self._slots = [], SlotCache(self.max_batch, self._slots.mask.device)
+                finished = []
+                for request in working:
+                    if request.future is not None and not request.future.done():
                         request.future.set_exception(error)
-                continue
-            for request, result in zip(batch, results):
-                if not request.future.done():
-                    request.future.set_result(result)
+            for request in finished:
+                if request.future is not None and not request.future.done():
+                    request.future.set_result(request.result)
 
-    @torch.no_grad()
     def generate_batch(self, prompts: Sequence[Sequence[int]], sampling: Sequence[Sampling],
                        generators: Sequence[torch.Generator]) -> list[Generation]:
-        """Decode all ``prompts`` together (left-padded, KV cache); synchronous."""
-        device = next(self.model.parameters()).device
-        width = max(len(p) for p in prompts)
-        ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long, device=device)
-        attention = torch.zeros((len(prompts), width), dtype=torch.long, device=device)
-        for row, prompt in enumerate(prompts):
-            ids[row, width - len(prompt):] = torch.tensor(prompt, dtype=torch.long)
-            attention[row, width - len(prompt):] = 1
-        positions = (attention.cumsum(-1) - 1).clamp(min=0)
-        limits = [s.max_new_tokens for s in sampling]
-        tokens: list[list[int]] = [[] for _ in prompts]
-        logprobs: list[list[float]] = [[] for _ in prompts]
-        reasons = ["length"] * len(prompts)
-        active = [limit > 0 for limit in limits]
-        cache = DynamicCache()
+        """Decode ``prompts`` (``max_batch`` at a time) until each stops; synchronous, and only while no
+        asynchronous request is being decoded."""
+        if self._rows:
+            raise RuntimeError("generate_batch cannot run while asynchronous requests are being decoded")
+        requests = [_Request(list(p), s, g) for p, s, g in zip(prompts, sampling, generators)]
+        for start in range(0, len(requests), self.max_batch):
+            self._advance(requests[start:start + self.max_batch])
+            while self._rows:
+                self._advance([])
+        return [request.result for request in requests if request.result is not None]
+
+    @torch.no_grad()
+    def _advance(self, admitted: list[_Request]) -> list[_Request]:
+        """Decode one token for every row, then admit ``admitted`` (reading their prompts and sampling their
+        first token); returns the requests that finished."""
+        for index in reversed(range(len(self._rows))):
+            future = self._rows[index].request.future
+            if future is not None and future.cancelled():
+                self._remove(index)
+        if self._rows:
+            self._decode()
+        finished = []
+        for request in admitted:
+            if request.sampling.max_new_tokens <= 0:
+                request.result = Generation([], [], "length")
+                finished.append(request)
+        admitted = [request for request in admitted if request.sampling.max_new_tokens > 0]
+        if admitted:
+            self._admit(admitted)
+        return finished + self._retire()
+
+    def _forward(self, ids: torch.Tensor, positions: torch.Tensor, low: int, high: int,
+                 start: int) -> torch.Tensor:
+        """Rows ``[low, high)`` read ``ids`` into the columns from ``start`` on; the last position's logits."""
+        out = self.model(input_ids=ids, attention_mask=self._slots.mask[low:high, :start + ids.shape[1]],
+                         position_ids=positions, use_cache=True, logits_to_keep=1,
+                         **{self._cache_kwarg: self._slots.view(low, high, start)})
+        self.forward_passes += 1
+        return out.logits[:, -1, :].float()
+
+    def _decode(self) -> None:
+        """Read each row's last sampled token and sample its next one."""
+        count = len(self._rows)
+        start = self._slots.open_column()
+        device = self._slots.mask.device
+        ids = torch.tensor([[row.tokens[-1]] for row in self._rows], device=device)
+        positions = torch.tensor([[len(row.request.token_ids) + len(row.tokens) - 1] for row in self._rows],
+                                 device=device)
+        logits = self._forward(ids, positions, 0, count, start)
+        self._slots.width = start + 1
+        self._append(self._rows, logits)
+
+    def _append(self, rows: list[_Row], logits: torch.Tensor) -> None:
+        drawn, scores = sample_tokens(logits, [row.request.sampling for row in rows],
+                                      [row.request.generator for row in rows])
+        for row, token, score in zip(rows, drawn.tolist(), scores.tolist()):
+            row.tokens.append(token)
+            row.logprobs.append(score)
+
+    def _admit(self, requests: list[_Request]) -> None:
+        """Read the new prompts in one forward pass (each after its longest cached start; with reuse on,
+        identical ones once), sample their first tokens and add them to the batch."""
         self.batches += 1
-        while any(active):
-            out = self.model(input_ids=ids, attention_mask=attention, position_ids=positions,
-                             use_cache=True, logits_to_keep=1, **{self._cache_kwarg: cache})
-            self.forward_passes += 1
-            drawn, scores = sample_tokens(out.logits[:, -1, :].float(), sampling, generators)
-            for row in range(len(prompts)):
-                if not active[row]:
-                    continue
-                token = int(drawn[row])
-                tokens[row].append(token)
-                logprobs[row].append(float(scores[row]))
-                if token == self.eos_token_id:
-                    reasons[row], active[row] = "stop", False
-                elif len(tokens[row]) >= limits[row]:
-                    active[row] = False
-            ids = drawn[:, None]
-            attention = torch.cat([attention, attention.new_ones((len(prompts), 1))], dim=-1)
-            positions = positions[:, -1:] + 1
-        return [Generation(t, lp, r) for t, lp, r in zip(tokens, logprobs, reasons)]
+        self.prefixes.check_weights(self.model)
+        if self.prefixes.capacity_bytes > 0:
+            unique: dict[tuple[int, ...], int] = {}
+            owner = [unique.setdefault(tuple(r.token_ids), len(unique)) for r in requests]
+            prompts = [list(key) for key in unique]
+            self._share_common_start(prompts)
+        else:
+            owner, prompts = list(range(len(requests))), [r.token_ids for r in requests]
+        starts = [self.prefixes.longest_prefix(p, len(p) - 1) for p in prompts]
+        lengths = [len(p) - length for p, (_, length) in zip(prompts, starts)]
+        read = max(lengths)
+        low = self._slots.rows
+        column = self._slots.place(starts, lengths, read)
+        device = self._slots.mask.device
+        ids = torch.full((len(prompts), read), self.pad_token_id, dtype=torch.long, device=device)
+        positions = torch.zeros((len(prompts), read), dtype=torch.long, device=device)
+        for row, (prompt, new) in enumerate(zip(prompts, lengths)):
+            ids[row, read - new:] = torch.tensor(prompt[len(prompt) - new:], dtype=torch.long)
+            positions[row, read - new:] = torch.arange(len(prompt) - new, len(prompt))
+        logits = self._forward(ids, positions, low, low + len(prompts), column)
+        self._slots.width = column + read
+        self.prefill_tokens += sum(lengths)
+        self.reused_tokens += sum(len(r.token_ids) for r in requests) - sum(lengths)
+        readers = [owner.index(u) for u in range(len(prompts))]
+        copies = sorted(set(range(len(requests))) - set(readers))
+        for index in copies:
+            self._slots.duplicate(low + owner[index])
+        members = readers + copies
+        rows = [_Row(requests[i], [], []) for i in members]
+        self._append(rows, logits[torch.tensor([owner[i] for i in members], device=logits.device)])
+        self._rows += rows
+
+    def _share_common_start(self, prompts: list[list[int]]) -> None:
+        """Read the start that several new prompts share once, into the prefix store, where no stored cache
+        covers it."""
+        fresh = [p for p in prompts if self.prefixes.longest_prefix(p, len(p) - 1)[1] == 0]
+        if len(fresh) < 2:
+            return
+        shared = min(len(os.path.commonprefix(fresh)), min(len(p) for p in fresh) - 1)
+        if shared < 2:
+            return
+        cache = DynamicCache()
+        device = self._slots.mask.device
+        self.model(input_ids=torch.tensor([fresh[0][:shared]], device=device), use_cache=True, logits_to_keep=1,
+                   **{self._cache_kwarg: cache})
+        self.forward_passes += 1
+        self.prefill_tokens += shared
+        self.reused_tokens -= shared
+        self.prefixes.add(StoredPrefix(fresh[0][:shared], [(layer.keys, layer.values) for layer in cache.layers]))
+
+    def _retire(self) -> list[_Request]:
+        """Take the rows that sampled EOS or reached their token limit out of the batch, storing each one's
+        cache as a prefix for later prompts."""
+        finished = []
+        for index in reversed(range(len(self._rows))):
+            row = self._rows[index]
+            stopped = row.tokens[-1] == self.eos_token_id
+            if not (stopped or row.done):
+                continue
+            if self.prefixes.capacity_bytes > 0:
+                read = row.request.token_ids + row.tokens[:-1]
+                self.prefixes.add(StoredPrefix(read, self._slots.sequence(index)))
+            finished.append(row.finish("stop" if stopped else "length"))
+            self._remove(index)
+        return finished[::-1]
+
+    def _remove(self, index: int) -> None:
+        """Free row ``index``'s slot (the last row moves into it, in the slots and in ``_rows``)."""
+        self._slots.remove(index)
+        last = self._rows.pop()
+        if index < len(self._rows):
+            self._rows[index] = last

@@ -1,14 +1,19 @@
-"""HFGenerator: the core ``generate`` contract, batching across concurrent callers, exact log-probs."""
+"""HFGenerator: the core ``generate`` contract, batching across concurrent callers, exact log-probs; across
+turns, prompts that extend a finished request start from its cache, identical and shared-start prompts are
+read once and finished rows hand their slot on, all token for token the sampling of a full forward pass per
+token (log-probs within float tolerance)."""
 
 from __future__ import annotations
 
 import asyncio
+from typing import Sequence
 
 import pytest
 import torch
 
 from agentrl_plugins.hf_sampler import HFGenerator, filter_logprobs, request_seed, sample_tokens
-from agentrl_plugins.types import Sampling
+from agentrl_plugins.kv_cache import PrefixStore, StoredPrefix
+from agentrl_plugins.types import Generation, Sampling
 
 NEVER = -1
 
@@ -24,9 +29,10 @@ def prompts(n: int) -> list[list[int]]:
     return [torch.randint(7, 200, (20 + 7 * i,), generator=g).tolist() for i in range(n)]
 
 
-def reference(model, prompt: list[int], sampling: Sampling, seed: int) -> tuple[list[int], list[float]]:
+def reference(model, prompt: list[int], sampling: Sampling, seed: int,
+              occurrence: int = 0) -> tuple[list[int], list[float]]:
     """Unbatched sampling without a KV cache: one full forward pass over the whole sequence per token."""
-    generator = torch.Generator().manual_seed(request_seed(seed, prompt, 0))
+    generator = torch.Generator().manual_seed(request_seed(seed, prompt, occurrence))
     ids, scores = list(prompt), []
     with torch.no_grad():
         for _ in range(sampling.max_new_tokens):
@@ -113,3 +119,170 @@ def test_top_k_and_top_p_filter_but_log_probs_are_not_renormalised():
                                    [torch.Generator().manual_seed(i) for i in range(2)])
     assert tokens.tolist() == [0, 0]
     assert scores.tolist() == pytest.approx([logp[0, 0].item()] * 2)
+
+
+SAMPLING = Sampling(temperature=1.0, max_new_tokens=6)
+
+
+def observation(episode: int, turn: int) -> list[int]:
+    g = torch.Generator().manual_seed(100 * episode + turn)
+    return torch.randint(7, 200, (5 + 3 * turn,), generator=g).tolist()
+
+
+async def play(generate: HFGenerator, starts: list[list[int]], turns: int,
+               sampling: Sequence[Sampling] | None = None) -> list[list[tuple[list[int], Generation]]]:
+    """Concurrent episodes: each turn's prompt is the last prompt, its generation and a new observation."""
+
+    async def episode(index: int, history: list[int]) -> list[tuple[list[int], Generation]]:
+        calls = []
+        for turn in range(turns):
+            out = await generate(history, sampling[index] if sampling else SAMPLING)
+            calls.append((history, out))
+            history = history + out.token_ids + observation(index, turn)
+        return calls
+
+    return await asyncio.gather(*[episode(i, s) for i, s in enumerate(starts)])
+
+
+def assert_reference(model, calls, seed: int, sampling: Sampling = SAMPLING) -> None:
+    for prompt, out in calls:
+        tokens, scores = reference(model, prompt, sampling, seed)
+        assert out.token_ids == tokens
+        assert out.logprobs == pytest.approx(scores, abs=1e-5)
+
+
+async def test_later_turns_read_only_their_new_tokens(random_model):
+    generate = make(random_model, seed=2)
+    episodes = await play(generate, prompts(6), turns=3)
+    for calls in episodes:
+        assert_reference(random_model, calls, seed=2)
+    first_turns = sum(len(p) for p in prompts(6))
+    later_turns = sum(1 + len(observation(i, t)) for i, calls in enumerate(episodes) for t in range(len(calls) - 1))
+    assert generate.prefill_tokens == first_turns + later_turns
+    every_prompt = sum(len(p) for calls in episodes for p, _ in calls)
+    assert generate.reused_tokens == every_prompt - generate.prefill_tokens
+    print(f"prompt tokens {every_prompt}, read {generate.prefill_tokens}, reused {generate.reused_tokens}")
+
+
+async def test_long_histories_grow_the_batch_cache_and_pack_it(random_model):
+    generate = make(random_model, seed=9, max_batch=3)
+    starts = [p * 3 for p in prompts(7)]
+    lengths = [Sampling(max_new_tokens=2 + (i * 5) % 7) for i in range(7)]
+    episodes = await play(generate, starts, turns=8, sampling=lengths)
+    for calls, sampling in zip(episodes, lengths):
+        assert_reference(random_model, calls, seed=9, sampling=sampling)
+    print(f"batch cache widened {generate._slots.grown} times, packed {generate._slots.reclaimed} times")
+    assert generate._slots.grown >= 2 and generate._slots.reclaimed >= 1
+
+
+async def test_without_the_store_every_prompt_is_read_whole(random_model):
+    generate = make(random_model, seed=2, prefix_cache_bytes=0)
+    episodes = await play(generate, prompts(4), turns=2)
+    for calls in episodes:
+        assert_reference(random_model, calls, seed=2)
+    assert generate.reused_tokens == 0
+    assert generate.prefill_tokens == sum(len(p) for calls in episodes for p, _ in calls)
+
+
+async def test_identical_prompts_are_read_once_and_sampled_apart(random_model):
+    generate = make(random_model, seed=4)
+    prompt = prompts(1)[0]
+    outs = await asyncio.gather(*[generate(prompt, SAMPLING) for _ in range(8)])
+    assert generate.prefill_tokens == len(prompt) and generate.forward_passes == SAMPLING.max_new_tokens
+    assert len({tuple(out.token_ids) for out in outs}) > 1
+    for occurrence, out in enumerate(outs):
+        tokens, scores = reference(random_model, prompt, SAMPLING, seed=4, occurrence=occurrence)
+        assert out.token_ids == tokens
+        assert out.logprobs == pytest.approx(scores, abs=1e-5)
+
+
+async def test_a_start_shared_by_new_prompts_is_read_once(random_model):
+    generate = make(random_model, seed=6)
+    system = prompts(3)[2]
+    tails = prompts(4)
+    batch = [system + tail for tail in tails]
+    outs = await asyncio.gather(*[generate(p, SAMPLING) for p in batch])
+    assert generate.prefill_tokens == len(system) + sum(len(t) for t in tails)
+    assert_reference(random_model, list(zip(batch, outs)), seed=6)
+
+
+async def test_a_finished_row_hands_its_slot_on(random_model):
+    lengths = [2, 9, 3, 9, 4, 5]
+    batch = prompts(len(lengths))
+
+    async def run(refill: bool) -> tuple[HFGenerator, list[Generation]]:
+        generate = make(random_model, seed=8, max_batch=2, refill=refill)
+        outs = await asyncio.gather(*[generate(p, Sampling(max_new_tokens=n)) for p, n in zip(batch, lengths)])
+        return generate, outs
+
+    continuous, outs = await run(refill=True)
+    static, static_outs = await run(refill=False)
+    for prompt, n, out, static_out in zip(batch, lengths, outs, static_outs):
+        tokens, scores = reference(random_model, prompt, Sampling(max_new_tokens=n), seed=8)
+        assert out.token_ids == static_out.token_ids == tokens
+        assert out.logprobs == pytest.approx(scores, abs=1e-5)
+    assert static.forward_passes == 9 + 9 + 5
+    assert continuous.forward_passes < static.forward_passes
+    print(f"forward passes: static {static.forward_passes}, continuous {continuous.forward_passes}")
+
+
+async def test_rows_finishing_at_eos_leave_while_others_decode(random_model):
+    greedy = Sampling(temperature=0.0, max_new_tokens=10)
+    batch = prompts(5)
+    free = make(random_model).generate_batch(batch, [greedy] * 5, [torch.Generator() for _ in batch])
+    eos = free[2].token_ids[1]
+    generate = make(random_model, eos_token_id=eos)
+    outs = await asyncio.gather(*[generate(p, greedy) for p in batch])
+    for out, unstopped in zip(outs, free):
+        if eos in unstopped.token_ids:
+            assert out.finish_reason == "stop"
+            assert out.token_ids == unstopped.token_ids[: unstopped.token_ids.index(eos) + 1]
+        else:
+            assert out.finish_reason == "length" and out.token_ids == unstopped.token_ids
+
+
+async def test_changed_weights_empty_the_store(tokenizer):
+    from agentrl_plugins.local_models import build_model
+
+    model = build_model(tokenizer, seed=1).eval()
+    generate = make(model, seed=3)
+    first = await play(generate, prompts(2), turns=1)
+    assert len(generate.prefixes) > 0
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(0.01 * torch.randn_like(parameter))
+    followup = [calls[0][0] + calls[0][1].token_ids + observation(i, 0) for i, calls in enumerate(first)]
+    reused = generate.reused_tokens
+    outs = await asyncio.gather(*[generate(p, SAMPLING) for p in followup])
+    assert generate.reused_tokens == reused
+    assert_reference(model, list(zip(followup, outs)), seed=3)
+
+
+async def test_a_cancelled_request_leaves_the_batch(random_model):
+    generate = make(random_model, seed=1)
+    batch = prompts(3)
+    slow = asyncio.ensure_future(generate(batch[0], Sampling(max_new_tokens=10_000)))
+    others = asyncio.gather(*[generate(p, SAMPLING) for p in batch[1:]])
+    outs = await others
+    slow.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await slow
+    await asyncio.wait_for(generate._worker, timeout=10)
+    assert generate._rows == [] and len(outs) == 2
+    assert_reference(random_model, list(zip(batch[1:], outs)), seed=1)
+
+
+def test_the_store_keeps_the_longest_start_within_its_capacity():
+    def entry(ids: list[int]) -> StoredPrefix:
+        return StoredPrefix(ids, [(torch.zeros(1, 1, len(ids), 4), torch.zeros(1, 1, len(ids), 4))])
+
+    store = PrefixStore(capacity_bytes=351)  # each entry holds 32 bytes a token
+    store.add(entry([1, 2, 3]))
+    store.add(entry([1, 2, 3, 4, 5]))
+    assert store.longest_prefix([1, 2, 3, 4, 5, 6], limit=5)[1] == 5
+    assert store.longest_prefix([1, 2, 3, 4, 5], limit=4)[1] == 4
+    assert store.longest_prefix([1, 2, 9], limit=2)[1] == 2
+    assert store.longest_prefix([7, 2, 3], limit=2) == (None, 0)
+    store.add(entry([8, 8, 8]))  # evicts [1..5], used less recently than [1, 2, 3]
+    assert len(store) == 2 and store.nbytes <= store.capacity_bytes
+    assert store.longest_prefix([1, 2, 3, 4, 5, 6], limit=5)[1] == 3
