@@ -128,7 +128,7 @@ class SlotLayer(DynamicLayer):
 class SlotCache:
     """The running batch's keys, values and attention mask: row ``r`` in slot ``r`` (``rows`` in use),
     ``width`` columns written so far, the mask zero from ``width`` on. ``grown`` and ``reclaimed`` count the
-    times the buffers were widened and the rows' columns packed."""
+    times the buffers were enlarged and the rows' columns packed."""
 
     def __init__(self, slots: int, device: torch.device | str = "cpu"):
         self.slots = slots
@@ -139,30 +139,38 @@ class SlotCache:
         self.capacity = 0
         self.keys: list[torch.Tensor] = []
         self.values: list[torch.Tensor] = []
-        self.mask = torch.zeros((slots, 0), dtype=torch.long, device=device)
+        self.mask = torch.zeros((0, 0), dtype=torch.long, device=device)
 
     def allocate(self, layer: int, like: torch.Tensor, columns: int) -> None:
-        """Make room for ``columns`` columns in every layer, creating layer ``layer`` shaped like ``like``
-        (``(rows, heads, columns, head_dim)``) where it does not exist yet."""
+        """Make room for ``columns`` columns, creating layer ``layer`` shaped like ``like`` (``(rows, heads,
+        columns, head_dim)``) where it does not exist yet."""
         if columns > self.capacity:
-            self._grow(columns)
+            self._resize(self.rows, columns)
         if layer == len(self.keys):
-            shape = (self.slots, like.shape[1], self.capacity, like.shape[3])
+            shape = (self.mask.shape[0], like.shape[1], self.capacity, like.shape[3])
             self.keys.append(like.new_zeros(shape))
             self.values.append(like.new_zeros(shape))
 
-    def _grow(self, columns: int) -> None:
-        capacity = max(MIN_COLUMNS, 2 * self.capacity, columns)
+    def _resize(self, rows: int, columns: int) -> None:
+        """Room for at least ``rows`` rows (at most ``slots``) and ``columns`` columns, each at least doubled
+        where it grows."""
+        held, capacity = self.mask.shape
+        if rows <= held and columns <= capacity:
+            return
+        if rows > held:
+            held = min(self.slots, max(rows, 2 * held, 8))
+        if columns > capacity:
+            capacity = max(MIN_COLUMNS, 2 * capacity, columns)
 
-        def wider(buffer: torch.Tensor) -> torch.Tensor:
-            grown = buffer.new_zeros((*buffer.shape[:2], capacity, *buffer.shape[3:]))
-            grown[:, :, :self.capacity] = buffer
+        def bigger(buffer: torch.Tensor) -> torch.Tensor:
+            grown = buffer.new_zeros((held, buffer.shape[1], capacity, buffer.shape[3]))
+            grown[:buffer.shape[0], :, :buffer.shape[2]] = buffer
             return grown
 
-        self.keys = [wider(k) for k in self.keys]
-        self.values = [wider(v) for v in self.values]
-        mask = self.mask.new_zeros((self.slots, capacity))
-        mask[:, :self.capacity] = self.mask
+        self.keys = [bigger(k) for k in self.keys]
+        self.values = [bigger(v) for v in self.values]
+        mask = self.mask.new_zeros((held, capacity))
+        mask[:self.mask.shape[0], :self.mask.shape[1]] = self.mask
         self.mask, self.capacity = mask, capacity
         self.grown += 1
 
@@ -186,8 +194,7 @@ class SlotCache:
         if column + read > self.capacity:
             self._reclaim()
             column = max(self.width - read, cached)
-            if column + read > self.capacity:
-                self._grow(column + read)
+        self._resize(self.rows + len(starts), column + read)
         low = self.rows
         for row, ((prefix, length), new) in enumerate(zip(starts, lengths), start=low):
             self.mask[row].zero_()
@@ -205,13 +212,13 @@ class SlotCache:
         """Mark the next column read for every row (each row writes its next token there); returns it."""
         if self.width + 1 > self.capacity:
             self._reclaim()
-            if self.width + 1 > self.capacity:
-                self._grow(self.width + 1)
+            self._resize(self.rows, self.width + 1)
         self.mask[:self.rows, self.width] = 1
         return self.width
 
     def duplicate(self, source: int) -> None:
         """A new row, in the next free slot, holding what row ``source`` holds."""
+        self._resize(self.rows + 1, self.width)
         self._copy_row(source, self.rows)
         self.rows += 1
 
