@@ -50,5 +50,12 @@ def test_a_weight_update_changes_what_is_served_and_a_wrong_state_is_refused(ser
     assert server.update_weights(state, global_steps=3) == 1
     after = generate_all(server, [prompt], greedy)[0]
     assert after.log_probs != before.log_probs and after.extra_fields["global_steps"] == 3
+    assert server.stats()["reused_tokens"] == 0  # the cache read under the old weights is not served
+    expected = model_logprobs(server.model, prompt, after.token_ids, temperature=1.0)
+    assert max(abs(a - b) for a, b in zip(expected, after.log_probs)) < 1e-4
+    again = generate_all(server, [prompt + after.token_ids + prompt], greedy)[0]
+    assert server.stats()["reused_tokens"] == len(prompt) + len(after.token_ids) - 1
+    expected = model_logprobs(server.model, prompt + after.token_ids + prompt, again.token_ids, temperature=1.0)
+    assert max(abs(a - b) for a, b in zip(expected, again.log_probs)) < 1e-4
     with pytest.raises(ValueError, match="unexpected"):
         server.update_weights({"not.a.weight": torch.zeros(1)})

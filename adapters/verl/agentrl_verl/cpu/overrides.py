@@ -4,16 +4,31 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentrl_plugins.recipe_schema import Recipe
+
 from agentrl_verl.cpu.rollout import ROLLOUT_NAME
 
 RAY_CPUS = 16
 """Ray's CPU slots (not cores): verl's actors each ask for one; the processes share the machine's real cores."""
 
+CPU_MICRO_BATCH_TOKENS = 32768
+"""The most tokens a CPU micro-batch packs (verl's dynamic batch size): the whole step at the laptop profile."""
 
-def cpu_overrides(seed: int, n_workers: int = 1) -> dict[str, Any]:
+
+def micro_batch_tokens(recipe: Recipe) -> int:
+    """Tokens per micro-batch on a CPU: a step's episodes at their longest, within :data:`CPU_MICRO_BATCH_TOKENS`
+    (and never under one episode's context)."""
+    r = recipe.rollout
+    return max(r.max_context_tokens, min(CPU_MICRO_BATCH_TOKENS, r.tasks_per_step * r.group_size * r.max_context_tokens))
+
+
+def cpu_overrides(recipe: Recipe, n_workers: int = 1) -> dict[str, Any]:
     """Overrides that run ``main_ppo`` on ``n_workers`` CPU trainer processes (one Ray "GPU" slot each);
-    the rollout server samples with ``seed``."""
+    the rollout server samples with the recipe's seed. GPU-memory settings become CPU ones: micro-batches
+    as large as :func:`micro_batch_tokens` allows, and no gradient checkpointing (it recomputes activations
+    to save accelerator memory)."""
     actor_rollout_ref = "actor_rollout_ref."
+    tokens = micro_batch_tokens(recipe)
     return {
         "trainer.device": "cpu",
         "trainer.n_gpus_per_node": n_workers,
@@ -34,7 +49,11 @@ def cpu_overrides(seed: int, n_workers: int = 1) -> dict[str, Any]:
         "+" + actor_rollout_ref + "model.override_config.attn_implementation": "sdpa",
         actor_rollout_ref + "rollout.name": ROLLOUT_NAME,
         actor_rollout_ref + "rollout.tensor_model_parallel_size": 1,
-        actor_rollout_ref + "rollout.seed": seed,
+        actor_rollout_ref + "rollout.seed": recipe.train.seed,
+        actor_rollout_ref + "model.enable_gradient_checkpointing": False,
+        actor_rollout_ref + "actor.ppo_max_token_len_per_gpu": tokens,
+        actor_rollout_ref + "rollout.log_prob_max_token_len_per_gpu": tokens,
+        actor_rollout_ref + "ref.log_prob_max_token_len_per_gpu": tokens,
         # The server's log-probs come back with every response, so verl reports the sampler/trainer gap.
         actor_rollout_ref + "rollout.calculate_log_probs": True,
         actor_rollout_ref + "rollout.agent.num_workers": 1,

@@ -76,8 +76,10 @@ class HFRolloutServer:
         return self.weight_updates
 
     def stats(self) -> dict[str, int]:
-        """How much batching happened: forward passes, decoding loops and weight updates so far."""
+        """How much batching and cache reuse happened: forward passes, admission rounds, prompt tokens read
+        and served from the cache, and weight updates so far."""
         return {"forward_passes": self.generator.forward_passes, "batches": self.generator.batches,
+                "prefill_tokens": self.generator.prefill_tokens, "reused_tokens": self.generator.reused_tokens,
                 "weight_updates": self.weight_updates}
 
     async def wake_up(self) -> None:
@@ -96,7 +98,7 @@ class HFRolloutServer:
         return None
 
     async def clear_kv_cache(self) -> None:
-        return None
+        self.generator.prefixes.clear()
 
     async def release_kv_cache(self) -> None:
         return None
