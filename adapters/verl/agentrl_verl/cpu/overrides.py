@@ -19,7 +19,8 @@ def micro_batch_tokens(recipe: Recipe) -> int:
     """Tokens per micro-batch on a CPU: a step's episodes at their longest, within :data:`CPU_MICRO_BATCH_TOKENS`
     (and never under one episode's context)."""
     r = recipe.rollout
-    return max(r.max_context_tokens, min(CPU_MICRO_BATCH_TOKENS, r.tasks_per_step * r.group_size * r.max_context_tokens))
+    step = r.tasks_per_step * r.group_size * r.max_context_tokens
+    return max(r.max_context_tokens, min(CPU_MICRO_BATCH_TOKENS, step))
 
 
 def cpu_overrides(recipe: Recipe, n_workers: int = 1) -> dict[str, Any]:
