@@ -35,6 +35,9 @@ if os.environ.get("VERL_PLATFORM") == "cpu":
                replica=get_rollout_replica_class("agentrl_hf").__name__,
                adapter=get_rollout_class("agentrl_hf", "async").__name__,
                reduced=x.tolist(), pg_backend=torch.distributed.get_backend())
+import inspect
+from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+out["poll_s"] = inspect.signature(ReplayBuffer.__init__).parameters["poll_interval"].default
 print(json.dumps(out))
 """
 
@@ -55,10 +58,12 @@ def test_with_verl_platform_cpu_verls_own_lookups_find_the_cpu_parts_and_gloo_wo
     assert out["engine"] == "FSDPEngineWithLMHead"
     assert (out["replica"], out["adapter"]) == ("HFReplica", "HFServerAdapter")
     assert out["reduced"] == [1.0, 1.0, 1.0] and out["pg_backend"] == "cpu:gloo"
+    assert out["poll_s"] == workarounds.REPLAY_POLL_S
 
 
 def test_without_it_nothing_is_registered_or_patched():
-    assert probe(None)["workarounds"] == {}
+    out = probe(None)
+    assert out["workarounds"] == {} and out["poll_s"] == 2.0
 
 
 def test_a_fixed_behaviour_warns_and_a_moved_target_is_an_error():

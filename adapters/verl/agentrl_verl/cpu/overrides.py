@@ -11,25 +11,17 @@ from agentrl_verl.cpu.rollout import ROLLOUT_NAME
 RAY_CPUS = 16
 """Ray's CPU slots (not cores): verl's actors each ask for one; the processes share the machine's real cores."""
 
-CPU_MICRO_BATCH_TOKENS = 32768
-"""The most tokens a CPU micro-batch packs (verl's dynamic batch size): the whole step at the laptop profile."""
-
-
-def micro_batch_tokens(recipe: Recipe) -> int:
-    """Tokens per micro-batch on a CPU: a step's episodes at their longest, within :data:`CPU_MICRO_BATCH_TOKENS`
-    (and never under one episode's context)."""
-    r = recipe.rollout
-    step = r.tasks_per_step * r.group_size * r.max_context_tokens
-    return max(r.max_context_tokens, min(CPU_MICRO_BATCH_TOKENS, step))
-
 
 def cpu_overrides(recipe: Recipe, n_workers: int = 1) -> dict[str, Any]:
     """Overrides that run ``main_ppo`` on ``n_workers`` CPU trainer processes (one Ray "GPU" slot each);
-    the rollout server samples with the recipe's seed. GPU-memory settings become CPU ones: micro-batches
-    as large as :func:`micro_batch_tokens` allows, and no gradient checkpointing (it recomputes activations
-    to save accelerator memory)."""
+    the rollout server samples with the recipe's seed.
+
+    Micro-batches stay at one context's tokens (``max_context_tokens``, the launch's setting): verl packs a
+    micro-batch's sequences into one, and on a CPU sdpa computes attention across all of it, at the square of
+    its length (a whole laptop step in one micro-batch trained 5x slower). verl's old-log-prob pass stays: its
+    only way around it (``rollout_correction.bypass_mode``) takes the sampler's log-probs as the old policy's,
+    which are not the learner's exactly."""
     actor_rollout_ref = "actor_rollout_ref."
-    tokens = micro_batch_tokens(recipe)
     return {
         "trainer.device": "cpu",
         "trainer.n_gpus_per_node": n_workers,
@@ -51,10 +43,8 @@ def cpu_overrides(recipe: Recipe, n_workers: int = 1) -> dict[str, Any]:
         actor_rollout_ref + "rollout.name": ROLLOUT_NAME,
         actor_rollout_ref + "rollout.tensor_model_parallel_size": 1,
         actor_rollout_ref + "rollout.seed": recipe.train.seed,
+        # Recomputing activations saves accelerator memory; on a CPU it only costs time (a quarter of an update).
         actor_rollout_ref + "model.enable_gradient_checkpointing": False,
-        actor_rollout_ref + "actor.ppo_max_token_len_per_gpu": tokens,
-        actor_rollout_ref + "rollout.log_prob_max_token_len_per_gpu": tokens,
-        actor_rollout_ref + "ref.log_prob_max_token_len_per_gpu": tokens,
         # The server's log-probs come back with every response, so verl reports the sampler/trainer gap.
         actor_rollout_ref + "rollout.calculate_log_probs": True,
         actor_rollout_ref + "rollout.agent.num_workers": 1,

@@ -162,9 +162,33 @@ def rollout_class_lookup_is_a_private_dict() -> bool:
     return True
 
 
+REPLAY_POLL_S = 0.1
+"""How often a CPU run's trainer checks its replay buffer for finished episodes."""
+
+
+def replay_buffer_polls_every_two_seconds() -> bool:
+    """``trainer/ppo/v1/replay_buffer.py`` checks for finished episodes every 2 s (``poll_interval``, which no
+    setting reaches), so every step's rollout takes a multiple of 2 s; on a CPU a laptop step's whole rollout
+    takes about one. Poll every :data:`REPLAY_POLL_S` seconds."""
+    module = "verl.trainer.ppo.v1.replay_buffer"
+    if not still_present("replay_buffer_polls_every_two_seconds", module, "poll_interval: float = 2.0"):
+        return False
+    buffer = attribute(module, "ReplayBuffer")
+    original = buffer.__init__
+    if getattr(original, "agentrl_workaround", False):
+        return True
+
+    def __init__(self: Any, *args: Any, poll_interval: float = REPLAY_POLL_S, **kwargs: Any) -> None:
+        original(self, *args, poll_interval=poll_interval, **kwargs)
+
+    __init__.agentrl_workaround = True  # type: ignore[attr-defined]
+    buffer.__init__ = __init__
+    return True
+
+
 WORKAROUNDS = (process_group_backend_names_cpu_twice, fsdp2_offload_policy_pins_memory,
                fsdp_engines_registered_for_cuda_and_npu_only, rollout_correction_rejects_a_fully_masked_batch,
-               rollout_class_lookup_is_a_private_dict)
+               rollout_class_lookup_is_a_private_dict, replay_buffer_polls_every_two_seconds)
 
 
 def apply_workarounds() -> dict[str, bool]:
