@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import MISSING, asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields, replace
 from typing import Any
 
 
@@ -26,6 +26,11 @@ class StepMetrics:
     episode an agent program's conversation stopped extending the tokens sampled before (``drift_per_episode``,
     :mod:`agentrl_plugins.gateway`; 0 for the episode runner's episodes); each None without such an episode (and
     in rows written before they existed).
+
+    Time, the same in every framework: ``seconds`` is the training step's wall time, its rollout and its update,
+    without any evaluation (0 at step 0); ``rollout_seconds`` the part of it until the step's episodes were
+    played and scored; ``eval_seconds`` the held-out evaluation this row reports (None without one, and at verl's
+    step 0: verl does not time its validation before training).
     """
 
     step: int
@@ -43,6 +48,8 @@ class StepMetrics:
     failure_tokens: float | None = None
     redundant_per_success: float | None = None
     drift_per_episode: float | None = None
+    rollout_seconds: float | None = None
+    eval_seconds: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -54,6 +61,13 @@ class StepMetrics:
 
 
 METRIC_NAMES = tuple(f.name for f in fields(StepMetrics))
+TIMING_NAMES = ("seconds", "rollout_seconds", "eval_seconds")
+"""The row's wall-clock figures: the ones two runs of one recipe and seed do not share."""
+
+
+def without_timing(row: StepMetrics) -> StepMetrics:
+    """``row`` with its wall-clock figures zeroed, to compare runs."""
+    return replace(row, seconds=0.0, rollout_seconds=0.0, eval_seconds=0.0)
 
 
 def finite(value: Any) -> float | None:

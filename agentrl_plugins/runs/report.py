@@ -46,13 +46,14 @@ def plot_curves(runs: dict[str, list[StepMetrics]], out: Path) -> Path:
 
 def _table(rows: Sequence[StepMetrics]) -> str:
     header = ("| step | train reward | held-out pass@1 | hacked | filtered | clip | IS-capped | entropy "
-              "| policy tokens | s |")
-    lines = [header, "|" + "---|" * 10]
+              "| policy tokens | s | rollout s | eval s |")
+    lines = [header, "|" + "---|" * 12]
     for r in rows:
         cells = [r.train_reward, r.heldout_pass1, r.hacked_fraction, r.filtered_fraction, r.clip_fraction,
                  r.is_capped_fraction, r.entropy]
         shown = " | ".join("" if value is None else f"{value:.3f}" for value in cells)
-        lines.append(f"| {r.step} | {shown} | {r.policy_tokens} | {r.seconds:.1f} |")
+        timing = " | ".join("" if value is None else f"{value:.1f}" for value in (r.rollout_seconds, r.eval_seconds))
+        lines.append(f"| {r.step} | {shown} | {r.policy_tokens} | {r.seconds:.1f} | {timing} |")
     return "\n".join(lines)
 
 
@@ -70,7 +71,8 @@ def write_report(run: RunDir, others: dict[str, RunDir] | None = None) -> Path:
         first, last = evaluated[0], evaluated[-1]
         summary = (f"Held-out pass@1 went from {first.heldout_pass1:.3f} (step {first.step}) to "
                    f"{last.heldout_pass1:.3f} (step {last.step}); "
-                   f"{sum(r.seconds for r in rows):.0f} s in all.\n\n")
+                   f"{sum(r.seconds for r in rows):.0f} s training, {sum(r.eval_seconds or 0 for r in rows):.0f} s "
+                   f"evaluating.\n\n")
     versions = ", ".join(f"{name} {version}" for name, version in info["versions"].items())
     text = (f"# {label}\n\n{summary}![curves](curves.png)\n\n"
             f"Recipe: `recipe.toml` (resolved). Versions: {versions}.\n\n## Per step\n\n{_table(rows)}\n")

@@ -37,7 +37,7 @@ def test_run_folder_round_trip(tmp_path):
     assert [r.step for r in run.read_metrics()] == [1, 2]
     assert set(json.loads(run.metrics_file.read_text().splitlines()[0])) >= {
         "train_reward", "heldout_pass1", "hacked_fraction", "filtered_fraction", "clip_fraction",
-        "is_capped_fraction", "entropy", "policy_tokens", "seconds"}
+        "is_capped_fraction", "entropy", "policy_tokens", "seconds", "rollout_seconds", "eval_seconds"}
 
 
 def test_report_has_curves_and_a_table(tmp_path):

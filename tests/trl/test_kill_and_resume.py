@@ -16,6 +16,7 @@ import torch
 from transformers import Qwen2ForCausalLM
 
 from agentrl_plugins.runs.journal import read_lines
+from agentrl_plugins.runs.metrics import without_timing
 from agentrl_plugins.runs.rundir import RunDir
 
 from agentrl_tinyagent.model import build_model
@@ -40,7 +41,7 @@ def steps(run: RunDir) -> list[int]:
 
 
 def rows_without_seconds(run: RunDir) -> list[dict]:
-    return [{**row.to_dict(), "seconds": None} for row in run.read_metrics()]
+    return [without_timing(row).to_dict() for row in run.read_metrics()]
 
 
 def test_a_run_killed_at_each_moment_resumes_to_the_run_never_stopped(tmp_path, tokenizer):

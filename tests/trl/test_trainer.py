@@ -146,6 +146,8 @@ def test_two_real_training_steps_write_the_run_folder(tmp_path, model, tokenizer
     for row in rows[1:]:
         assert 0.0 <= row["train_reward"] <= 1.0 and row["heldout_pass1"] is not None
         assert row["policy_tokens"] > 0 and row["seconds"] > 0
+        assert 0 < row["rollout_seconds"] < row["seconds"] and row["eval_seconds"] > 0
+    assert rows[0]["seconds"] == 0 and rows[0]["rollout_seconds"] is None and rows[0]["eval_seconds"] > 0
     assert (run.checkpoints / "checkpoint-2").is_dir()
 
 

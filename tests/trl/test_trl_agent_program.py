@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from agentrl_plugins.runs.metrics import TIMING_NAMES
+
 AGENTRL = Path(sys.executable).parent / "agentrl"
 SMALL = ["-o", "rollout.group_size=2", "-o", "rollout.tasks_per_step=2", "-o", "train.eval_episodes_per_task=1",
          "--steps", "2"]
@@ -32,7 +34,7 @@ def test_agentrl_run_trains_the_agent_program_as_the_built_in_runner_does(tmp_pa
     assert recipe["environment"]["name"] == "bugfix_agent"
     for mine, theirs in zip(agent, built_in):
         for name, value in theirs.items():
-            if name in ("seconds",) or not isinstance(value, (int, float)) or isinstance(value, bool):
+            if name in TIMING_NAMES or not isinstance(value, (int, float)) or isinstance(value, bool):
                 continue
             assert mine[name] == pytest.approx(value, rel=1e-5, abs=1e-7), (mine["step"], name)
     assert agent[-1]["policy_tokens"] > 0

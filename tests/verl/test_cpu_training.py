@@ -145,6 +145,7 @@ def test_the_run_folder_has_a_metrics_row_per_step_and_a_report(run, episodes):
     rows = RunDir(run).read_metrics()
     assert [row.step for row in rows] == list(range(STEPS + 1))
     assert rows[0].heldout_pass1 is not None and rows[0].train_reward is None
+    assert rows[0].seconds == 0 and rows[0].eval_seconds is None, "verl does not time its validation before training"
     for row in rows[1:]:
         batch = training(episodes, row.step)
         assert len(batch) == 2 * 4
@@ -152,7 +153,7 @@ def test_the_run_folder_has_a_metrics_row_per_step_and_a_report(run, episodes):
         assert row.filtered_fraction == pytest.approx(sum(e.filtered for e in batch) / len(batch))
         assert row.policy_tokens == sum(sum(e.policy_mask) for e in batch if not e.filtered)
         assert row.heldout_pass1 is not None and 0.0 <= row.heldout_pass1 <= 1.0
-        assert row.seconds > 0
+        assert row.seconds > 0 and 0 < row.rollout_seconds < row.seconds and row.eval_seconds > 0
     assert (run / "report.md").is_file()
 
 

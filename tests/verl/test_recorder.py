@@ -58,15 +58,16 @@ def play(recorder: StepRecorder, *records: EpisodeRecord) -> None:
 
 def test_each_step_is_recorded_when_verl_logs_it_with_its_own_episodes_and_metrics(recorder, hook):
     play(recorder, episode("held_out", 0, 0.0), episode("held_out", 0, 1.0))
-    figures = recorder.record(0, {"val-core/x": 0.5})
+    figures = recorder.record(0, {"val-core/x": 0.5, "timing_s/testing": 6.0})
     assert figures["agentrl/heldout_pass1"] == 0.5 and "agentrl/train_reward" not in figures
     play(recorder, episode("train", 0, 1.0, redundant=3), episode("train", 0, 0.0, filtered=True, drift=3))
     figures = recorder.record(1, {"actor/pg_clipfrac": 0.25, ENTROPY_KEY: 2.0, "timing_s/step": 3.0,
-                                  "actor/entropy": 99.0, "text": "not a number"})
+                                  "timing_s/gen": 1.0, "actor/entropy": 99.0, "text": "not a number"})
     assert (figures["agentrl/train_reward"], figures["agentrl/filtered_fraction"]) == (0.5, 0.5)
     assert (figures["agentrl/policy_tokens"], figures["agentrl/clip_fraction"]) == (2.0, 0.25)
     play(recorder, episode("train", 1, 0.0, hacked=True), episode("train", 1, 1.0), episode("held_out", 2, 1.0))
-    recorder.record(2, {"actor/pg_clipfrac": 0.5, ENTROPY_KEY: float("nan"), "timing_s/step": 4.0})
+    recorder.record(2, {"actor/pg_clipfrac": 0.5, ENTROPY_KEY: float("nan"), "timing_s/step": 4.0,
+                        "timing_s/testing": 5.0})
 
     rows = {row.step: row for row in recorder.run.read_metrics()}
     assert sorted(rows) == [0, 1, 2]
@@ -74,6 +75,8 @@ def test_each_step_is_recorded_when_verl_logs_it_with_its_own_episodes_and_metri
     assert (rows[1].train_reward, rows[1].filtered_fraction, rows[1].policy_tokens) == (0.5, 0.5, 2)
     assert (rows[1].clip_fraction, rows[1].entropy, rows[1].seconds, rows[1].heldout_pass1) == (0.25, 2.0, 3.0, None)
     assert (rows[2].hacked_fraction, rows[2].heldout_pass1, rows[2].entropy) == (0.5, 1.0, None)
+    assert [(r.seconds, r.rollout_seconds, r.eval_seconds) for r in rows.values()] == [
+        (0.0, None, 6.0), (3.0, 1.0, None), (4.0, None, 5.0)], "evaluation time apart from the step's seconds"
     assert (rows[1].success_tokens, rows[1].failure_tokens, rows[1].redundant_per_success) == (2, 2, 3), \
         "a filtered failure counts its sampled tokens"
     assert rows[0].success_tokens is None and rows[2].redundant_per_success == 0

@@ -120,7 +120,8 @@ def train_row(step: int, status: dict[str, Any], tokens: LossTokens, seconds: fl
         hacked_fraction=status.get("hacked"), filtered_fraction=tokens.filtered_episodes / max(tokens.episodes, 1),
         clip_fraction=finite(status.get("ppo_clip_ratio")),
         is_capped_fraction=finite(status.get("is_filter_ratio", 0.0)), entropy=finite(status.get("entropy_loss")),
-        policy_tokens=tokens.policy_tokens, seconds=seconds, **episode_figures(episodes))
+        policy_tokens=tokens.policy_tokens, seconds=seconds, rollout_seconds=finite(status.get("timing/generation")),
+        **episode_figures(episodes))
 
 
 def _numbers(status: dict[str, Any]) -> dict[str, float]:
@@ -167,7 +168,7 @@ def evaluate_method(original: Any) -> Any:
         row = recorder.pending or StepMetrics(global_step, None, None, None, None, None, None, None, None, 0, 0.0)
         recorder.pending = None
         recorder.write(StepMetrics(**{**row.to_dict(), "heldout_pass1": pass_at_1, "heldout_hacked_fraction": hacked,
-                                      "seconds": row.seconds + recorder.seconds()}), self)
+                                      "eval_seconds": recorder.seconds()}), self)
         return logs
 
     return evaluate

@@ -20,8 +20,9 @@ from agentrl_plugins.runs.rundir import RunDir
 class RunRecorder(TrainerCallback):
     """Records each step at TRL's ``on_step_end``, before the step is logged and checkpointed.
 
-    The held-out evaluation runs every ``eval_every`` steps and at the last; its time is not in the step's
-    ``seconds``. The row's figures are added to the trainer's metrics, which TRL averages into the step's log.
+    The held-out evaluation runs every ``eval_every`` steps and at the last; its time is the row's
+    ``eval_seconds``, not in the step's ``seconds``. The row's figures are added to the trainer's metrics, which
+    TRL averages into the step's log.
     """
 
     def __init__(self, run: RunDir, evaluate: Callable[[int], Evaluation], eval_every: int, hooks: Any,
@@ -36,7 +37,7 @@ class RunRecorder(TrainerCallback):
             started = time.monotonic()
             evaluation = self.evaluate(0)
             row = StepMetrics(0, None, evaluation.pass_at_1, evaluation.hacked_fraction, None, None, None, None,
-                              None, 0, time.monotonic() - started)
+                              None, 0, 0.0, eval_seconds=time.monotonic() - started)
             record_step(self.run, row, self.hooks)
             self.trainer.log(logged_figures(row))
 
@@ -46,6 +47,7 @@ class RunRecorder(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         seconds = time.monotonic() - self.started
         step = state.global_step
+        started = time.monotonic()
         evaluation = self.evaluate(step) if step % self.eval_every == 0 or step == state.max_steps else None
         trl_metrics = self.trainer._metrics["train"]
         row = StepMetrics(
@@ -53,6 +55,8 @@ class RunRecorder(TrainerCallback):
             heldout_pass1=evaluation.pass_at_1 if evaluation else None,
             heldout_hacked_fraction=evaluation.hacked_fraction if evaluation else None,
             seconds=seconds,
+            rollout_seconds=self.trainer.step_stats["rollout_seconds"],
+            eval_seconds=time.monotonic() - started if evaluation else None,
             **step_figures(trl_metrics, self.trainer.step_stats),
         )
         record_step(self.run, row, self.hooks)

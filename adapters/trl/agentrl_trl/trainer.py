@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import torch
@@ -33,6 +34,7 @@ class AgentGRPOTrainer(GRPOTrainer):
         super().__init__(*args, reward_funcs=[episode_reward], rollout_func=rollout, **kwargs)
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        started = time.monotonic()
         output = super()._generate_and_score_completions(inputs)
         trajectories = self.episode_rollout.trajectories
         batch = TrajectoryBatch.from_trajectories(trajectories, output["sampling_per_token_logps"].dtype)
@@ -57,6 +59,7 @@ class AgentGRPOTrainer(GRPOTrainer):
             "mismatch_kl": correction.metrics["mismatch_kl"],
             "policy_tokens": int(mask.sum().item()),
             **episode_figures([EpisodeCounts.of(t) for t in trajectories]),
+            "rollout_seconds": time.monotonic() - started,
         }
         return output
 

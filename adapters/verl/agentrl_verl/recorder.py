@@ -75,7 +75,9 @@ def step_rows(episodes: list[EpisodeRecord], metrics: dict[int, dict[str, Any]],
             is_capped_fraction=finite(capped),
             entropy=finite(verl.get(ENTROPY_KEY)),
             policy_tokens=sum(e.policy_tokens for e in batch),
-            seconds=finite(verl.get("timing_s/step")) or finite(verl.get("timing_s/testing")) or 0.0,
+            seconds=finite(verl.get("timing_s/step")) or 0.0,
+            rollout_seconds=finite(verl.get("timing_s/gen")),
+            eval_seconds=finite(verl.get("timing_s/testing")) if evaluated else None,
             **episode_figures([EpisodeCounts(e.passed, sum(e.policy_mask), e.redundant, e.drift) for e in batch]),
         ))
     return rows
