@@ -67,12 +67,12 @@ def aggregate_loss(
         raise ValueError(f"seq-mean-token-sum-norm needs a positive norm_constant, got {norm_constant}")
     m = mask.to(per_token_loss.dtype)
     row_sums = (torch.where(mask.to(torch.bool), per_token_loss, 0.0) * m).sum(dim=-1)
-    counts = m.sum(dim=-1)
-    rows = (counts > 0).sum().to(per_token_loss.dtype)
-    if mode == "token-mean":
-        return _safe_div(row_sums.sum(), counts.sum())
     if mode == "token-sum":
         return row_sums.sum()
+    counts = m.sum(dim=-1)
+    if mode == "token-mean":
+        return _safe_div(row_sums.sum(), counts.sum())
+    rows = (counts > 0).sum().to(per_token_loss.dtype)
     if mode == "seq-mean-token-mean":
         return _safe_div(_safe_div(row_sums, counts).sum(), rows)
     loss = _safe_div(row_sums.sum(), rows)

@@ -44,9 +44,12 @@ def clip_binds(ratio: Tensor, advantages: Tensor, clip_low: float, clip_high: fl
     return ((ratio < 1 - clip_low) & (advantages < 0)) | ((ratio > 1 + clip_high) & (advantages > 0))
 
 
-def _share(hit: Tensor, on: Tensor) -> float:
-    """The share of the masked-in tokens where ``hit`` holds (0 with none), as an exact ratio of counts."""
-    return int((hit & on).sum()) / max(int(on.sum()), 1)
+def _shares(on: Tensor, **hits: Tensor) -> dict[str, float]:
+    """For each of ``hits``, the share of the masked-in tokens where it holds (0 with none), as an exact ratio
+    of counts; one host sync for all of them."""
+    counts = torch.stack([torch.count_nonzero(on), *(torch.count_nonzero(hit & on) for hit in hits.values())])
+    total, *hit_counts = counts.tolist()
+    return {name: count / max(total, 1) for name, count in zip(hits, hit_counts)}
 
 
 def _clipped(ratio: Tensor, advantages: Tensor, clip_low: float, clip_high: float) -> Tensor:
@@ -85,10 +88,8 @@ def clipped_surrogate(
         loss = torch.where(adv < 0, torch.minimum(loss, bound), loss)
     if weights is not None:
         loss = loss * weights.detach()
-    return PolicyLossResult(torch.where(on, loss, 0.0), {
-        "clip_fraction": _share(clip_binds(ratio, adv, clip_low, clip_high), on),
-        "dual_clip_fraction": _share(dual_hit, on),
-    })
+    return PolicyLossResult(torch.where(on, loss, 0.0), _shares(
+        on, clip_fraction=clip_binds(ratio, adv, clip_low, clip_high), dual_clip_fraction=dual_hit))
 
 
 def ppo_clip(inputs: PolicyLossInputs, *, clip_low: float, clip_high: float, clip_c: float | None) -> PolicyLossResult:
@@ -118,7 +119,7 @@ def gspo(inputs: PolicyLossInputs, *, clip_low: float, clip_high: float) -> Poli
     ratio = log_ratio.exp()
     loss = _clipped(ratio, inputs.advantages, clip_low, clip_high) * inputs.weights.detach()
     return PolicyLossResult(torch.where(on, loss, 0.0), {
-        "clip_fraction": _share(clip_binds(ratio, inputs.advantages, clip_low, clip_high), on),
+        **_shares(on, clip_fraction=clip_binds(ratio, inputs.advantages, clip_low, clip_high)),
     })
 
 
@@ -131,4 +132,4 @@ def cispo(inputs: PolicyLossInputs, *, clip_high: float) -> PolicyLossResult:
     ratio = (inputs.logp - inputs.old_logp).clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND).exp().detach()
     weight = ratio.clamp(max=1 + clip_high)
     loss = -weight * inputs.advantages * inputs.logp * inputs.weights.detach()
-    return PolicyLossResult(torch.where(on, loss, 0.0), {"clip_fraction": _share(ratio > 1 + clip_high, on)})
+    return PolicyLossResult(torch.where(on, loss, 0.0), _shares(on, clip_fraction=ratio > 1 + clip_high))
