@@ -29,8 +29,8 @@ class StepMetrics:
 
     Time, the same in every framework: ``seconds`` is the training step's wall time, its rollout and its update,
     without any evaluation (0 at step 0); ``rollout_seconds`` the part of it until the step's episodes were
-    played and scored; ``eval_seconds`` the held-out evaluation this row reports (None without one, and at verl's
-    step 0: verl does not time its validation before training).
+    played and scored; ``eval_seconds`` the held-out evaluation this row reports (None without one; verl does not
+    time its validation before training, so its step 0 has the span of its evaluation episodes).
     """
 
     step: int

@@ -20,9 +20,9 @@ from agentrl_verl.recorder import ENTROPY_KEY, StepRecorder, verl_metrics
 
 
 def episode(split: str, version: int, reward: float, filtered: bool = False, hacked: bool = False,
-            redundant: int = 0, drift: int = 0) -> EpisodeRecord:
+            redundant: int = 0, drift: int = 0, played: tuple[float, float] = (0.0, 0.0)) -> EpisodeRecord:
     return EpisodeRecord(split, version, "t", "submitted", reward, reward == 1.0, hacked, filtered, [1, 2], [3, 4, 5],
-                         [1, 0, 1], [-0.1, 0.0, -0.2], redundant, drift)
+                         [1, 0, 1], [-0.1, 0.0, -0.2], redundant, drift, *played)
 
 
 class StepHook:
@@ -57,8 +57,9 @@ def play(recorder: StepRecorder, *records: EpisodeRecord) -> None:
 
 
 def test_each_step_is_recorded_when_verl_logs_it_with_its_own_episodes_and_metrics(recorder, hook):
-    play(recorder, episode("held_out", 0, 0.0), episode("held_out", 0, 1.0))
-    figures = recorder.record(0, {"val-core/x": 0.5, "timing_s/testing": 6.0})
+    play(recorder, episode("held_out", 0, 0.0, played=(100.0, 103.0)),
+         episode("held_out", 0, 1.0, played=(101.0, 106.0)))
+    figures = recorder.record(0, {"val-core/x": 0.5})
     assert figures["agentrl/heldout_pass1"] == 0.5 and "agentrl/train_reward" not in figures
     play(recorder, episode("train", 0, 1.0, redundant=3), episode("train", 0, 0.0, filtered=True, drift=3))
     figures = recorder.record(1, {"actor/pg_clipfrac": 0.25, ENTROPY_KEY: 2.0, "timing_s/step": 3.0,
@@ -76,7 +77,8 @@ def test_each_step_is_recorded_when_verl_logs_it_with_its_own_episodes_and_metri
     assert (rows[1].clip_fraction, rows[1].entropy, rows[1].seconds, rows[1].heldout_pass1) == (0.25, 2.0, 3.0, None)
     assert (rows[2].hacked_fraction, rows[2].heldout_pass1, rows[2].entropy) == (0.5, 1.0, None)
     assert [(r.seconds, r.rollout_seconds, r.eval_seconds) for r in rows.values()] == [
-        (0.0, None, 6.0), (3.0, 1.0, None), (4.0, None, 5.0)], "evaluation time apart from the step's seconds"
+        (0.0, None, 6.0), (3.0, 1.0, None), (4.0, None, 5.0)], \
+        "evaluation time apart from the step's seconds; verl's validation before training timed by its episodes"
     assert (rows[1].success_tokens, rows[1].failure_tokens, rows[1].redundant_per_success) == (2, 2, 3), \
         "a filtered failure counts its sampled tokens"
     assert rows[0].success_tokens is None and rows[2].redundant_per_success == 0

@@ -36,11 +36,20 @@ class EpisodeRecord:
     """Its turns the environment flagged redundant."""
     drift: int = 0
     """Its segments after the first (an agent program's conversation that stopped extending its tokens)."""
+    started: float = 0.0
+    ended: float = 0.0
+    """When it was played (wall clock, seconds since the epoch; 0 in logs written before they were kept)."""
 
     @property
     def policy_tokens(self) -> int:
         """Tokens in the loss: none when the episode is compact-filtered."""
         return 0 if self.filtered else sum(self.policy_mask)
+
+
+def played_seconds(episodes: list[EpisodeRecord]) -> float | None:
+    """Wall time from the first episode's start to the last one's end; None without timed episodes."""
+    timed = [e for e in episodes if e.ended > 0]
+    return max(e.ended for e in timed) - min(e.started for e in timed) if timed else None
 
 
 def append_episode(path: Path, record: EpisodeRecord) -> None:

@@ -30,7 +30,7 @@ from agentrl_plugins.runs.report import write_report
 from agentrl_plugins.runs.rundir import RunDir
 
 from agentrl_verl.config import limited_fraction_key
-from agentrl_verl.episodes import EPISODES_FILE, EpisodeRecord, read_episodes, truncate_episodes
+from agentrl_verl.episodes import EPISODES_FILE, EpisodeRecord, played_seconds, read_episodes, truncate_episodes
 from agentrl_verl.final_weights import save_final_weights
 
 VERL_METRICS_FILE = "verl_metrics.jsonl"
@@ -77,7 +77,7 @@ def step_rows(episodes: list[EpisodeRecord], metrics: dict[int, dict[str, Any]],
             policy_tokens=sum(e.policy_tokens for e in batch),
             seconds=finite(verl.get("timing_s/step")) or 0.0,
             rollout_seconds=finite(verl.get("timing_s/gen")),
-            eval_seconds=finite(verl.get("timing_s/testing")) if evaluated else None,
+            eval_seconds=(finite(verl.get("timing_s/testing")) or played_seconds(evaluated)) if evaluated else None,
             **episode_figures([EpisodeCounts(e.passed, sum(e.policy_mask), e.redundant, e.drift) for e in batch]),
         ))
     return rows

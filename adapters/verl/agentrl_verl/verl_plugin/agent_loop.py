@@ -150,7 +150,7 @@ class EpisodeAgentLoop(AgentLoopBase):
 
 def episode_record(task: Task, trajectory: Trajectory, output: AgentLoopOutput) -> EpisodeRecord:
     """The episode log's line for ``trajectory`` as ``output`` hands it to verl."""
-    verdict, extra = trajectory.verdict, output.extra_fields
+    verdict, extra, ended = trajectory.verdict, output.extra_fields, time.time()
     return EpisodeRecord(
         split=task.split, weights_version=int(extra["min_global_steps"]), task_id=trajectory.task_id,
         termination=trajectory.termination, reward=float(trajectory.reward),
@@ -158,7 +158,7 @@ def episode_record(task: Task, trajectory: Trajectory, output: AgentLoopOutput) 
         filtered=bool(extra["reward_extra_info"]["filtered"]), prompt_ids=list(trajectory.prompt_ids),
         response_ids=list(trajectory.response_ids), policy_mask=list(trajectory.response_mask),
         logprobs=[float(x) for x in trajectory.logprobs], redundant=redundant_turns(trajectory),
-        drift=len(trajectory.segments))
+        drift=len(trajectory.segments), started=ended - trajectory.seconds, ended=ended)
 
 
 def loop_class_name(environment_name: str) -> str:
