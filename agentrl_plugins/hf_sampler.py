@@ -211,11 +211,13 @@ class HFGenerator:
 
     def _forward(self, ids: torch.Tensor, positions: torch.Tensor, low: int, high: int,
                  start: int) -> torch.Tensor:
-        """Rows ``[low, high)`` read ``ids`` into the columns from ``start`` on; the last position's logits."""
-        out = self.model(input_ids=ids, attention_mask=self._slots.mask[low:high, :start + ids.shape[1]],
-                         position_ids=positions, use_cache=True, logits_to_keep=1,
-                         **{self._cache_kwarg: self._slots.view(low, high, start)})
+        """Rows ``[low, high)`` read ``ids`` into the columns from ``start`` on, which moves the batch's width
+        past them; the last position's logits."""
+        end = start + ids.shape[1]
+        out = self.model(input_ids=ids, attention_mask=self._slots.mask[low:high, :end], position_ids=positions,
+                         use_cache=True, logits_to_keep=1, **{self._cache_kwarg: self._slots.view(low, high, start)})
         self.forward_passes += 1
+        self._slots.width = end
         return out.logits[:, -1, :].float()
 
     def _decode(self) -> None:
@@ -227,7 +229,6 @@ class HFGenerator:
         positions = torch.tensor([[len(row.request.token_ids) + len(row.tokens) - 1] for row in self._rows],
                                  device=device)
         logits = self._forward(ids, positions, 0, count, start)
-        self._slots.width = start + 1
         self._append(self._rows, logits)
 
     def _append(self, rows: list[_Row], logits: torch.Tensor) -> None:
@@ -261,7 +262,6 @@ class HFGenerator:
             ids[row, read - new:] = torch.tensor(prompt[len(prompt) - new:], dtype=torch.long)
             positions[row, read - new:] = torch.arange(len(prompt) - new, len(prompt))
         logits = self._forward(ids, positions, low, low + len(prompts), column)
-        self._slots.width = column + read
         self.prefill_tokens += sum(lengths)
         self.reused_tokens += sum(len(r.token_ids) for r in requests) - sum(lengths)
         readers = [owner.index(u) for u in range(len(prompts))]

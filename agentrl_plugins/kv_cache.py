@@ -15,6 +15,7 @@ place (an optimizer step, ``load_state_dict``), and the store empties itself the
 
 from __future__ import annotations
 
+import itertools
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Hashable
@@ -102,23 +103,23 @@ class SlotLayer(DynamicLayer):
     """One layer of a :class:`SlotCache` as the model sees it: rows ``[low, high)``, the columns before
     ``start``; ``update`` writes the new columns into the buffer from ``start`` on instead of concatenating."""
 
-    def __init__(self, slots: SlotCache, index: int, low: int, high: int, start: int):
+    def __init__(self, cache: SlotCache, index: int, low: int, high: int, start: int):
         super().__init__()
-        self.slots, self.index, self.low, self.high, self.start = slots, index, low, high, start
+        self.cache, self.index, self.low, self.high, self.start = cache, index, low, high, start
         self.is_initialized = True
-        if index < len(slots.keys):
-            self.dtype, self.device = slots.keys[index].dtype, slots.keys[index].device
-            self.keys = slots.keys[index][low:high, :, :start]
-            self.values = slots.values[index][low:high, :, :start]
+        if index < len(cache.keys):
+            self.dtype, self.device = cache.keys[index].dtype, cache.keys[index].device
+            self.keys = cache.keys[index][low:high, :, :start]
+            self.values = cache.values[index][low:high, :, :start]
         else:
             self.keys = self.values = torch.empty(0)
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
                **kwargs: Any) -> LayerKV:
         start, end = self.start, self.start + key_states.shape[-2]
-        self.slots.allocate(self.index, key_states, end)
+        self.cache.allocate(self.index, key_states, end)
         self.dtype, self.device = key_states.dtype, key_states.device
-        keys, values = self.slots.keys[self.index], self.slots.values[self.index]
+        keys, values = self.cache.keys[self.index], self.cache.values[self.index]
         keys[self.low:self.high, :, start:end] = key_states
         values[self.low:self.high, :, start:end] = value_states
         self.keys, self.values = keys[self.low:self.high, :, :end], values[self.low:self.high, :, :end]
@@ -130,8 +131,8 @@ class SlotCache:
     ``width`` columns written so far, the mask zero from ``width`` on. ``grown`` and ``reclaimed`` count the
     times the buffers were enlarged and the rows' columns packed."""
 
-    def __init__(self, slots: int, device: torch.device | str = "cpu"):
-        self.slots = slots
+    def __init__(self, max_rows: int, device: torch.device | str = "cpu"):
+        self.max_rows = max_rows
         self.grown = 0
         self.reclaimed = 0
         self.rows = 0
@@ -152,13 +153,13 @@ class SlotCache:
             self.values.append(like.new_zeros(shape))
 
     def _resize(self, rows: int, columns: int) -> None:
-        """Room for at least ``rows`` rows (at most ``slots``) and ``columns`` columns, each at least doubled
+        """Room for at least ``rows`` rows (at most ``max_rows``) and ``columns`` columns, each at least doubled
         where it grows."""
         held, capacity = self.mask.shape
         if rows <= held and columns <= capacity:
             return
         if rows > held:
-            held = min(self.slots, max(rows, 2 * held, 8))
+            held = min(self.max_rows, max(rows, 2 * held, 8))
         if columns > capacity:
             capacity = max(MIN_COLUMNS, 2 * capacity, columns)
 
@@ -176,11 +177,11 @@ class SlotCache:
 
     def view(self, low: int, high: int, start: int) -> DynamicCache:
         """Rows ``[low, high)`` as a ``DynamicCache`` the model reads (the columns before ``start``) and
-        extends in place (from ``start`` on); the caller moves ``width`` on after the forward pass."""
+        extends in place (from ``start`` on); the caller sets ``width`` after the forward pass."""
         cache = DynamicCache()
         cache.layers = [SlotLayer(self, index, low, high, start) for index in range(len(self.keys))]
         if not self.keys:
-            created = iter(range(1 << 30))
+            created = itertools.count()
             cache.layer_class_to_replicate = lambda: SlotLayer(self, next(created), low, high, start)
         return cache
 
