@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import MISSING, asdict, dataclass, fields, replace
+from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any
 
 
@@ -67,7 +67,7 @@ TIMING_NAMES = ("seconds", "rollout_seconds", "eval_seconds")
 
 def without_timing(row: StepMetrics) -> StepMetrics:
     """``row`` with its wall-clock figures zeroed, to compare runs."""
-    return replace(row, seconds=0.0, rollout_seconds=0.0, eval_seconds=0.0)
+    return StepMetrics.from_dict({**row.to_dict(), **dict.fromkeys(TIMING_NAMES, 0.0)})
 
 
 def finite(value: Any) -> float | None:

@@ -87,7 +87,7 @@ def plan(recipe: Recipe, options: RunOptions, prepare: bool = False) -> Launch:
     overrides = hydra_overrides(recipe, paths)
     env = {}
     if on_cpu(options):
-        overrides.update(cpu_overrides(recipe))
+        overrides.update(cpu_overrides(recipe.train.seed))
         env[cpu.PLATFORM_ENV] = cpu.PLATFORM
     if options.resume is not None:
         overrides["trainer.resume_mode"] = "auto"

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentrl_plugins.recipe_schema import Recipe
-
 from agentrl_verl.cpu.rollout import ROLLOUT_NAME
 
 RAY_CPUS = 16
 """Ray's CPU slots (not cores): verl's actors each ask for one; the processes share the machine's real cores."""
 
 
-def cpu_overrides(recipe: Recipe, n_workers: int = 1) -> dict[str, Any]:
+def cpu_overrides(seed: int, n_workers: int = 1) -> dict[str, Any]:
     """Overrides that run ``main_ppo`` on ``n_workers`` CPU trainer processes (one Ray "GPU" slot each);
-    the rollout server samples with the recipe's seed.
+    the rollout server samples with ``seed``.
 
     Micro-batches stay at one context's tokens (``max_context_tokens``, the launch's setting): verl packs a
     micro-batch's sequences into one, and on a CPU sdpa computes attention across all of it, at the square of
@@ -42,7 +40,7 @@ def cpu_overrides(recipe: Recipe, n_workers: int = 1) -> dict[str, Any]:
         "+" + actor_rollout_ref + "model.override_config.attn_implementation": "sdpa",
         actor_rollout_ref + "rollout.name": ROLLOUT_NAME,
         actor_rollout_ref + "rollout.tensor_model_parallel_size": 1,
-        actor_rollout_ref + "rollout.seed": recipe.train.seed,
+        actor_rollout_ref + "rollout.seed": seed,
         # Recomputing activations saves accelerator memory; on a CPU it only costs time (a quarter of an update).
         actor_rollout_ref + "model.enable_gradient_checkpointing": False,
         # The server's log-probs come back with every response, so verl reports the sampler/trainer gap.
