@@ -5,11 +5,13 @@ framework's environment and writes the output. Both are JSON objects; float64 va
 written by Python's ``json`` (shortest round-trip repr), so nothing is lost in transit.
 B is the number of trajectories, T the padded response length.
 
-Input (``format`` = ``agentrl-parity-input``, ``version`` 3)::
+Input (``format`` = ``agentrl-parity-input``, ``version`` 4)::
 
     recipe: the resolved recipe (``recipe_to_dict``; ``build_recipe`` reads it back)
     batch:
       seed: int                 seed of the recording (episodes and log-probs)
+      ranks: int                data-parallel trainer ranks the framework splits the batch over; row i goes
+                                to rank i mod ranks, so every group spans every rank (``rank_rows``)
       rewards: [B]              verifier reward per trajectory
       group_ids: [B]            int; groups are consecutive runs of the recipe's group size
       terminations: [B]         termination reason per trajectory (compact filtering reads it)
@@ -26,15 +28,16 @@ Input (``format`` = ``agentrl-parity-input``, ``version`` 3)::
                                 states; turn-level estimators group by them)
       turn_rewards: [B][turns]  float|null, the environment's own reward for each turn
 
-Output (``format`` = ``agentrl-parity-output``, ``version`` 3)::
+Output (``format`` = ``agentrl-parity-output``, ``version`` 4)::
 
     framework: str; versions: {distribution: version}
     advantages: [B] or [B][T]   per trajectory (or per token, for a turn- or token-level estimator), in
                                 the core's convention (a row scale an adapter folds into the advantages
                                 for the loss denominator is divided out)
     weights: [B][T]             per-token correction weight on each loss token (0 elsewhere)
-    loss: float                 the scalar the framework would backpropagate
-    gradient: [B][T]            d loss / d logprobs
+    loss: float                 the scalar the framework would backpropagate (over several ranks: the mean of
+                                the ranks' losses, as the gradient all-reduce averages them)
+    gradient: [B][T]            d loss / d logprobs (over several ranks: what the all-reduce leaves)
     mapping: [{key, value, setting, status, note}]   the adapter's rows for the compared keys
     by_design: [{overrides: {recipe key: value}, cause: str}]  what the framework computes
                                 instead, as recipe overrides (the core checks it against them)
@@ -60,7 +63,7 @@ from agentrl_plugins.types import TurnOutcome
 
 INPUT_FORMAT = "agentrl-parity-input"
 OUTPUT_FORMAT = "agentrl-parity-output"
-VERSION = 3
+VERSION = 4
 COMPARED_KEYS = ("advantage.estimator", "advantage.masked_in_baseline", "loss.aggregation", "loss.clip_low",
                  "loss.clip_high", "loss.clip_c", "correction.name", "filtering.compact")
 """The recipe keys a parity run exercises; each adapter reports how it maps them."""
@@ -90,10 +93,18 @@ class ParityBatch:
     entropies: Tensor
     turns: tuple[tuple[TurnOutcome, ...], ...] = ()
     turn_spans: tuple[tuple[tuple[int, int], ...], ...] = ()
+    ranks: int = 1
+
+    def rank_rows(self) -> list[Tensor]:
+        """The rows each data-parallel rank trains on: row i on rank i mod ``ranks``, so that every group's members
+        land on different ranks (the case where a group statistic computed per rank would go wrong)."""
+        rows = torch.arange(len(self.rewards))
+        return [rows[rank::self.ranks] for rank in range(self.ranks)]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"seed": self.seed, "rewards": self.rewards.tolist(), "group_ids": self.group_ids.tolist(),
-                "terminations": list(self.terminations), "hacked": self.hacked.tolist(),
+        return {"seed": self.seed, "ranks": self.ranks, "rewards": self.rewards.tolist(),
+                "group_ids": self.group_ids.tolist(), "terminations": list(self.terminations),
+                "hacked": self.hacked.tolist(),
                 "response_mask": self.response_mask.tolist(), "sampler_logprobs": self.sampler_logprobs.tolist(),
                 "old_logprobs": self.old_logprobs.tolist(), "logprobs": self.logprobs.tolist(),
                 "entropies": self.entropies.tolist(), "turn_spans": [list(map(list, s)) for s in self.turn_spans],
@@ -104,7 +115,7 @@ class ParityBatch:
     def from_dict(cls, data: dict[str, Any]) -> ParityBatch:
         turns = tuple(tuple(TurnOutcome(state, reward=reward) for state, reward in zip(states, rewards, strict=True))
                       for states, rewards in zip(data["turn_states"], data["turn_rewards"], strict=True))
-        return cls(seed=int(data["seed"]), rewards=_tensor(data["rewards"]),
+        return cls(seed=int(data["seed"]), ranks=int(data["ranks"]), rewards=_tensor(data["rewards"]),
                    group_ids=_tensor(data["group_ids"], torch.long), terminations=tuple(data["terminations"]),
                    hacked=_tensor(data["hacked"], torch.bool), response_mask=_tensor(data["response_mask"]),
                    sampler_logprobs=_tensor(data["sampler_logprobs"]), old_logprobs=_tensor(data["old_logprobs"]),

@@ -3,6 +3,7 @@ NAME``."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import sys
 from pathlib import Path
@@ -23,12 +24,16 @@ from agentrl_plugins.recipe import load_recipe, parse_overrides
 from agentrl_plugins.recipe_schema import Recipe
 
 
-def run_parity(recipe: Recipe, overrides: dict, frameworks: list[str], seed: int, folder: Path) -> ParityRun:
-    """Record the batch, run every framework's side in its environment, and build the table."""
+def run_parity(recipe: Recipe, overrides: dict, frameworks: list[str], seed: int, folder: Path,
+               ranks: int = 1) -> ParityRun:
+    """Record the batch, run every framework's side in its environment (its trainer split over ``ranks``
+    data-parallel ranks), and build the table."""
+    if ranks < 1:
+        raise AgentRLError(f"--ranks takes a positive number of data-parallel trainer ranks (got {ranks})")
     envs = [find_env(name) for name in check_frameworks(frameworks)]
     folder.mkdir(parents=True, exist_ok=True)
-    print(f"parity: recording the batch (seed {seed})", file=sys.stderr, flush=True)
-    batch = record_batch(recipe, seed)
+    print(f"parity: recording the batch (seed {seed}, {ranks} trainer rank(s))", file=sys.stderr, flush=True)
+    batch = dataclasses.replace(record_batch(recipe, seed), ranks=ranks)
     input_path = write_input(folder / "parity_input.json", recipe, batch)
     results = [run_side(env, input_path, folder / f"parity_{env.framework}.json") for env in envs]
     return ParityRun(recipe, overrides, batch, envs, results, parity_table(recipe, batch, results))
@@ -56,6 +61,8 @@ def compare_command(
     overrides: Optional[list[str]] = typer.Option(None, "-o", "--override", help="Override a recipe key."),
     profile: Optional[str] = typer.Option(None, help="Apply one of the recipe's profiles (parity)."),
     seed: Optional[int] = typer.Option(None, help="Seed of the recorded batch (default: the recipe's train.seed)."),
+    ranks: int = typer.Option(1, help="Data-parallel trainer ranks each framework splits the parity batch over "
+                                      "(verl, OpenRLHF); every group spans every rank."),
     out: Optional[Path] = typer.Option(None, help="Output folder (default runs/compare-RECIPE[-vs-RECIPE][-HASH])."),
 ) -> None:
     """Compare frameworks on a recipe, or recipes on a framework: parity to 1e-6, then learning over seeds.
@@ -72,7 +79,7 @@ def compare_command(
         values = parse_overrides(items)
         recipe = load_recipe(recipe_names[0], values, profile)
         batch_seed = recipe.train.seed if seed is None else seed
-        run = run_parity(recipe, values, names, batch_seed, folder)
+        run = run_parity(recipe, values, names, batch_seed, folder, ranks)
         table = run.table
         report = write_report(run, folder)
         sys.stdout.write(f"{markdown(run.table)}\n\nparity report: {report}\n")

@@ -92,6 +92,16 @@ def plot(table: ParityTable, out: Path) -> Path | None:
     return out
 
 
+def ranks_summary(ranks: int) -> str:
+    """How the batch was split over data-parallel trainer ranks (nothing to say for one)."""
+    if ranks == 1:
+        return ""
+    return (f"\n\nEach framework's trainer ran on {ranks} data-parallel ranks: row i on rank i mod {ranks}, so every "
+            "group's members sit on different ranks; each rank computed its loss with the framework's global "
+            "denominators, and the loss and gradient are what its gradient all-reduce (a mean over ranks) leaves. "
+            "The core reference is the one-rank computation: an exact row means the split changed nothing.")
+
+
 def write_report(run: ParityRun, folder: Path) -> Path:
     """``folder/report.md`` and ``folder/parity.png``; returns the report's path."""
     picture = plot(run.table, folder / "parity.png")
@@ -109,7 +119,7 @@ def write_report(run: ParityRun, folder: Path) -> Path:
         "the loss, and its gradient with respect to the learner's per-token log-probs (a model's parameter "
         "gradient is this times the same Jacobian in every framework), all in float64.\n\n"
         f"Recipe `{run.recipe.name}` ({run.recipe.description}); overrides: {overrides}.\n\n"
-        + batch_summary(run.recipe, run.batch),
+        + batch_summary(run.recipe, run.batch) + ranks_summary(run.batch.ranks),
         f"## Versions and seeds\n\n{versions}\n- core: Python {platform.python_version()}\n\n"
         f"Batch seed {run.batch.seed} (episodes and log-probs); recipe seed {run.recipe.train.seed}. "
         "The same seed gives the same batch and the same table.",

@@ -6,6 +6,7 @@ one case runs it as ``agentrl compare`` does, in a subprocess of this environmen
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -85,3 +86,21 @@ def test_a_changed_upper_clip_reaching_openrlhf_is_reported_through_the_side_pro
     wrong = side(tmp_path, load_recipe("deepswe_grpopp", {"loss.clip_high": 0.3}), batch)
     table = parity_table(recipe, batch, [wrong])
     assert {row.quantity for row in table.mismatches} == {"loss", "gradient", "gradient norm", "figure clip_fraction"}
+
+
+@pytest.fixture(scope="module")
+def two_ranks(batch):
+    split = dataclasses.replace(batch, ranks=2)
+    groups = [set(batch.group_ids[rows].tolist()) for rows in split.rank_rows()]
+    assert groups[0] == groups[1] == set(batch.group_ids.tolist()), "every group must span both ranks"
+    return split
+
+
+@pytest.mark.parametrize("name, overrides", VARIANTS)
+def test_openrlhf_on_two_ranks_computes_the_one_rank_numbers(two_ranks, name, overrides):
+    recipe = load_recipe(name, overrides)
+    table = parity_table(recipe, two_ranks, [compute(recipe, two_ranks)])
+    assert not table.mismatches, table.mismatches
+    assert not table.differences
+    noted = ["figure entropy"] if recipe.loss.entropy_coef else []
+    assert [row.quantity for row in table.figure_differences] == noted

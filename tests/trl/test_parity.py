@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from trl import GRPOTrainer
 
 from agentrl_plugins.compare.record import record_batch
 from agentrl_plugins.compare.table import parity_table
+from agentrl_plugins.errors import RecipeError
 from agentrl_plugins.recipe import load_recipe
 
 from agentrl_trl.parity import compute
@@ -67,3 +70,8 @@ def test_a_changed_upper_clip_reaching_trl_is_reported(batch):
     wrong = compute(load_recipe("deepswe_grpopp", {"loss.clip_c": None, "loss.clip_high": 0.3}), batch)
     table = parity_table(recipe, batch, [wrong])
     assert {row.quantity for row in table.mismatches} == {"loss", "gradient", "gradient norm", "figure clip_fraction"}
+
+
+def test_several_trainer_ranks_are_refused_by_name(batch):
+    with pytest.raises(RecipeError, match="TRL's side computes one trainer rank, not 2"):
+        compute(load_recipe("deepswe_grpopp"), dataclasses.replace(batch, ranks=2))

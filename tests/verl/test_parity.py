@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
-from verl.trainer.ppo.core_algos import get_adv_estimator_fn
+import torch
+from verl.trainer.ppo.core_algos import get_adv_estimator_fn, get_policy_loss_fn
 
 from agentrl_plugins.compare.record import record_batch
 from agentrl_plugins.compare.table import parity_table
@@ -93,3 +96,39 @@ def test_a_changed_upper_clip_in_the_mapping_is_reported(batch, monkeypatch):
     table = parity_table(recipe, batch, [parity.compute(recipe, batch)])
     assert {row.quantity for row in table.mismatches} == {"loss", "gradient", "gradient norm", "figure clip_fraction"}
 
+
+
+@pytest.fixture(scope="module")
+def two_ranks(batch):
+    split = dataclasses.replace(batch, ranks=2)
+    groups = [set(batch.group_ids[rows].tolist()) for rows in split.rank_rows()]
+    assert groups[0] == groups[1] == set(batch.group_ids.tolist()), "every group must span both ranks"
+    return split
+
+
+@pytest.mark.parametrize("name, overrides", VARIANTS)
+def test_verl_on_two_ranks_computes_the_one_rank_numbers(two_ranks, name, overrides):
+    recipe = load_recipe(name, overrides)
+    table = parity_table(recipe, two_ranks, [parity.compute(recipe, two_ranks)])
+    assert not table.mismatches, table.mismatches
+    assert not table.differences
+    assert {row.quantity for row in table.figure_differences} <= {"figure clip_fraction", "figure is_capped_fraction"}
+
+
+def test_per_rank_denominators_would_be_caught(two_ranks, monkeypatch):
+    """The control: each rank normalising the token-mean by its own tokens puts the loss and gradient off."""
+
+    def local_denominators(batch, actor, logprobs, advantages, response_mask, is_weights):
+        policy_loss, losses = get_policy_loss_fn(actor.policy_loss.loss_mode), []
+        for rows in batch.rank_rows():
+            mask = response_mask[rows]
+            actor.global_batch_info.update(dp_size=1, batch_num_tokens=mask.sum().item(), global_batch_size=len(rows))
+            loss, metrics = policy_loss(batch.old_logprobs[rows], logprobs[rows], advantages[rows], mask.bool(),
+                                        actor.loss_agg_mode, actor, None)
+            losses.append(loss)
+        return torch.stack(losses).mean(), metrics
+
+    recipe = load_recipe("deepswe_grpopp", {"loss.aggregation": "token-mean"})
+    monkeypatch.setattr(parity, "ranks_loss", local_denominators)
+    table = parity_table(recipe, two_ranks, [parity.compute(recipe, two_ranks)])
+    assert {"loss", "gradient"} <= {row.quantity for row in table.mismatches}

@@ -6,7 +6,8 @@ duration of the computation (OpenRLHF's classes and globals are restored afterwa
 The batch becomes one ``Experience`` (compact-filtered samples have an empty action mask, as
 the shipped executor's ``action_ranges=[]`` gives them); ``RemoteExperienceMaker.compute_
 advantages_and_returns`` makes the advantages; ``PolicyLoss``, built as ``ppo_actor`` builds
-it, makes the loss with ``_optimizer_step_loss_norm``'s denominators for one micro-batch.
+it, makes the loss with ``_optimizer_step_loss_norm``'s denominators for one micro-batch on each
+data-parallel rank (``ParityBatch.rank_rows``; the loss is the ranks' mean, as DeepSpeed's averaging leaves it).
 Per-token weights: OpenRLHF keeps its correction coefficients inside ``PolicyLoss.forward``,
 so they are read off a probe (ratio 1, advantage -1, token-sum), whose gradient is exactly
 the coefficient; with a patched loss they are the patch's core correction. The figures are the recorder's
@@ -127,12 +128,43 @@ def compute(recipe: Recipe, batch: ParityBatch) -> ParityResult:
         return compute_patched(recipe, batch, config, args)
 
 
+ENTROPY_NOTE = {"entropy": "OpenRLHF's entropy_loss is each micro-batch's aggregate over the step's denominators "
+                           "times dp_size, averaged over micro-batches and ranks by their tokens: the step's token "
+                           "mean only with one micro-batch on one rank"}
+
+
+def ranks_loss(args: Any, batch: ParityBatch, logprobs: torch.Tensor, advantages: torch.Tensor,
+               action_mask: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+    """``PolicyLoss`` on each data-parallel rank's rows (one micro-batch each) with ``_optimizer_step_loss_norm``'s
+    denominators over every rank's mask (what its all-reduce sums); the mean over ranks (what DeepSpeed's gradient
+    averaging leaves) and the status OpenRLHF logs, each rank's value weighted by its loss tokens as
+    ``ppo_actor`` reduces it."""
+    from openrlhf.models.loss import aggregate_loss
+    from openrlhf.utils.loss_utils import _optimizer_step_loss_norm
+
+    ranks = batch.rank_rows()
+    norm = _optimizer_step_loss_norm([action_mask[rows] for rows in ranks], None, batch.ranks, 1)
+    loss_fn = policy_loss(args)
+    losses, values, tokens = [], [], []
+    for rows in ranks:
+        mask = action_mask[rows]
+        loss, clip_ratio, _, _, is_filter_ratio = loss_fn(logprobs[rows], batch.old_logprobs[rows], advantages[rows],
+                                                          mask, batch.sampler_logprobs[rows], **norm)
+        losses.append(loss)
+        tokens.append(mask.sum().item())
+        values.append({"ppo_clip_ratio": clip_ratio.item(),
+                       **({} if is_filter_ratio is None else {"is_filter_ratio": is_filter_ratio.item()}),
+                       **({} if args.actor.entropy_coef is None else
+                          {"entropy_loss": aggregate_loss(batch.entropies[rows], mask, **norm).item()})})
+    total = sum(tokens) or 1.0
+    status = {key: sum(v[key] * t for v, t in zip(values, tokens)) / total for key in values[0]}
+    return torch.stack(losses).mean(), status
+
+
 def compute_patched(recipe: Recipe, batch: ParityBatch, config: Any, args: Any) -> ParityResult:
     """The numbers, with the runtime-env hook's patches installed for ``recipe``."""
-    from openrlhf.models.loss import aggregate_loss
     from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
     from openrlhf.trainer.ppo_utils.kl_controller import FixedKLController
-    from openrlhf.utils.loss_utils import _optimizer_step_loss_norm
 
     algorithm = RecipeAlgorithm.from_recipe(recipe)
     valid = algorithm.valid(batch.terminations)
@@ -148,16 +180,12 @@ def compute_patched(recipe: Recipe, batch: ParityBatch, config: Any, args: Any) 
     else:
         weights = native_weights(args, batch, action_mask)
     logprobs = batch.logprobs.clone().requires_grad_()
-    norm = _optimizer_step_loss_norm([action_mask], None, 1, 1)
-    loss, clip_ratio, _, _, is_filter_ratio = policy_loss(args)(
-        logprobs, batch.old_logprobs, made.advantages, action_mask, batch.sampler_logprobs, **norm)
+    loss, status = ranks_loss(args, batch, logprobs, made.advantages, action_mask)
     status = {"rollout/reward_mean": batch.rewards.mean().item(), "hacked": batch.hacked.double().mean().item(),
-              "ppo_clip_ratio": clip_ratio.item(),
-              **({} if is_filter_ratio is None else {"is_filter_ratio": is_filter_ratio.item()}),
-              **({} if args.actor.entropy_coef is None else
-                 {"entropy_loss": aggregate_loss(batch.entropies, action_mask, **norm).item()})}
+              **status}
     made.info["filtered"] = (~valid).double()
     row = train_row(1, status, loss_tokens([made]), 0.0)
     return ParityResult("openrlhf", advantages.detach(), weights.detach(), loss.item(), gradient(loss, logprobs),
                         versions("openrlhf", "agentrl-openrlhf"), mapping_rows(config),
-                        figures={name: getattr(row, name) for name in FIGURES})
+                        figures={name: getattr(row, name) for name in FIGURES},
+                        figure_notes=ENTROPY_NOTE if batch.ranks > 1 and args.actor.entropy_coef is not None else {})

@@ -25,6 +25,7 @@ from agentrl_plugins.algorithm import Advantages, RecipeAlgorithm
 from agentrl_plugins.algorithms.corrections import CorrectionResult
 from agentrl_plugins.compare.batch import ByDesign, ParityBatch, ParityResult
 from agentrl_plugins.compare.side import gradient, mapping_rows, versions
+from agentrl_plugins.errors import RecipeError
 from agentrl_plugins.recipe import get_value
 from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.runs.rundir import RunDir
@@ -103,6 +104,10 @@ def by_design(recipe: Recipe, mapping: list[dict[str, Any]]) -> list[ByDesign]:
 
 def compute(recipe: Recipe, batch: ParityBatch) -> ParityResult:
     from agentrl_plugins.local_models import build_model, byte_chat_tokenizer
+
+    if batch.ranks > 1:
+        raise RecipeError(f"TRL's side computes one trainer rank, not {batch.ranks}: agentrl's TRL adapter trains in "
+                          "one process (several data-parallel ranks are verl's and OpenRLHF's)")
 
     tokenizer = byte_chat_tokenizer()
     with tempfile.TemporaryDirectory() as folder:

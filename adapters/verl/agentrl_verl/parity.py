@@ -5,9 +5,9 @@ Then, in the trainer's order: the agent loop's compact filter zeroes filtered ro
 ``response_mask``; ``compute_rollout_correction_and_add_to_batch`` (rollout IS weights and
 rejection); ``compute_advantage`` with the configured estimator (a turn-level one reads the batch's
 turns as the recording trainer hands them over); the configured policy loss
-(``get_policy_loss_fn``) with the actor config's ``global_batch_info`` for one mini-batch on
-one rank. The reported advantages have the adapter's row scale divided out; the figures are the
-recorder's (``step_rows``) from the batch as episode records and what verl logs for the step (the policy
+(``get_policy_loss_fn``) with the actor config's ``global_batch_info`` for one mini-batch on each
+data-parallel rank (``ParityBatch.rank_rows``; the loss is the ranks' mean, as FSDP's all-reduce leaves
+it). The reported advantages have the adapter's row scale divided out; the figures are the recorder's (``step_rows``) from the batch as episode records and what verl logs for the step (the policy
 loss's and the rollout correction's metrics, and the trainer's entropy over the loss tokens).
 Registered as the adapter's ``parity`` side (:mod:`agentrl_plugins.compare.side`).
 """
@@ -38,7 +38,7 @@ from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.runs.figures import FIGURES, loss_token_mean
 from agentrl_plugins.runs.rundir import write_recipe_file
 
-from agentrl_verl.config import command, default_paths, describe
+from agentrl_verl.config import command, default_paths, describe, injects_loss
 from agentrl_verl.episodes import EpisodeRecord
 from agentrl_verl.names import PREFIX, policy_loss_name
 from agentrl_verl.recorder import ENTROPY_KEY, step_rows
@@ -86,12 +86,8 @@ def compute_in(recipe: Recipe, batch: ParityBatch, config: DictConfig) -> Parity
                                  config=algorithm)
     response_mask = data.batch["response_mask"]
     is_weights = data.batch["rollout_is_weights"] if "rollout_is_weights" in data.batch.keys() else None
-    actor.global_batch_info.update(dp_size=1, batch_num_tokens=response_mask.sum().item(),
-                                   global_batch_size=response_mask.size(0), loss_scale_factor=actor.loss_scale_factor)
     logprobs = batch.logprobs.clone().requires_grad_()
-    loss, loss_metrics = get_policy_loss_fn(actor.policy_loss.loss_mode)(
-        batch.old_logprobs, logprobs, data.batch["advantages"], response_mask.bool(), actor.loss_agg_mode, actor,
-        is_weights)
+    loss, loss_metrics = ranks_loss(batch, actor, logprobs, data.batch["advantages"], response_mask, is_weights)
     injected = algorithm.adv_estimator.startswith(PREFIX)
     scale = row_scale(actor.loss_agg_mode, response_mask.sum(-1) > 0) if injected else 1.0
     advantages = data.batch["advantages"] * response_mask
@@ -104,7 +100,38 @@ def compute_in(recipe: Recipe, batch: ParityBatch, config: DictConfig) -> Parity
               ENTROPY_KEY: loss_token_mean(batch.entropies, response_mask)}
     return ParityResult("verl", advantages / scale, weights.detach(), loss.item(),
                         gradient(loss, logprobs), versions("verl", "agentrl-verl"), mapping_rows(describe(recipe)),
-                        figures=recorded_figures(recipe, batch, valid, logged))
+                        figures=recorded_figures(recipe, batch, valid, logged),
+                        figure_notes=rank_mean_notes(recipe, batch.ranks))
+
+
+RANK_MEAN = ("verl logs the policy loss's token shares as a MEAN metric: on {ranks} ranks, the mean of each rank's "
+             "share, not the share of the step's loss tokens")
+
+
+def rank_mean_notes(recipe: Recipe, ranks: int) -> dict[str, str]:
+    """The figures verl averages over ranks (its policy loss's ``MEAN`` metrics) when there is more than one."""
+    if ranks == 1:
+        return {}
+    names = ["clip_fraction", *(["is_capped_fraction"] if injects_loss(recipe) else [])]
+    return {name: RANK_MEAN.format(ranks=ranks) for name in names}
+
+
+def ranks_loss(batch: ParityBatch, actor: Any, logprobs: torch.Tensor, advantages: torch.Tensor,
+               response_mask: torch.Tensor, is_weights: torch.Tensor | None) -> tuple[torch.Tensor, dict[str, Any]]:
+    """The configured policy loss on each data-parallel rank's rows (one mini-batch each), with the global batch's
+    ``dp_size``, token count and row count as verl's engine sets them; the mean over ranks (what FSDP's gradient
+    all-reduce leaves) and each metric averaged over ranks, as verl reduces its ``MEAN`` metrics."""
+    actor.global_batch_info.update(dp_size=batch.ranks, batch_num_tokens=response_mask.sum().item(),
+                                   global_batch_size=response_mask.size(0), loss_scale_factor=actor.loss_scale_factor)
+    policy_loss = get_policy_loss_fn(actor.policy_loss.loss_mode)
+    losses, metrics = [], []
+    for rows in batch.rank_rows():
+        loss, rank_metrics = policy_loss(batch.old_logprobs[rows], logprobs[rows], advantages[rows],
+                                         response_mask[rows].bool(), actor.loss_agg_mode, actor,
+                                         None if is_weights is None else is_weights[rows])
+        losses.append(loss)
+        metrics.append(rank_metrics)
+    return torch.stack(losses).mean(), {key: float(np.mean([float(m[key]) for m in metrics])) for key in metrics[0]}
 
 
 def recorded_figures(recipe: Recipe, batch: ParityBatch, valid: torch.Tensor,
