@@ -7,8 +7,9 @@ rejection); ``compute_advantage`` with the configured estimator (a turn-level on
 turns as the recording trainer hands them over); the configured policy loss
 (``get_policy_loss_fn``) with the actor config's ``global_batch_info`` for one mini-batch on each
 data-parallel rank (``ParityBatch.rank_rows``; the loss is the ranks' mean, as FSDP's all-reduce leaves
-it). The reported advantages have the adapter's row scale divided out; the figures are the recorder's (``step_rows``) from the batch as episode records and what verl logs for the step (the policy
-loss's and the rollout correction's metrics, and the trainer's entropy over the loss tokens).
+it). The reported advantages have the adapter's row scale divided out; the figures are the recorder's
+(``step_rows``) from the batch as episode records and what verl logs for the step (the policy loss's and
+the rollout correction's metrics, and the trainer's entropy over the loss tokens).
 Registered as the adapter's ``parity`` side (:mod:`agentrl_plugins.compare.side`).
 """
 
