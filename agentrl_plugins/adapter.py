@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Mapping, Protocol, Sequence
 
+from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.user_config import Decided
+
+RAY_ADDRESS_ENV = "RAY_ADDRESS"
 
 MappingStatus = Literal["native", "mapped", "injected", "patched", "approximated"]
 
@@ -54,17 +58,46 @@ class RunOptions:
     recipe_args: tuple[str, ...] = ()
     """The recipe as the user named it (``RECIPE [--profile P] [-o KEY=VALUE]...``), for the commands an adapter
     prints to reproduce it."""
+    ranks: int | None = None
+    """Data-parallel trainer ranks (verl, OpenRLHF): processes that each train on a share of every step; None: the
+    adapter's default (one per GPU, one on a CPU)."""
+    nodes: int = 1
+    """Ray nodes the ranks spread over, evenly; more than one joins the running cluster ``RAY_ADDRESS`` names."""
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def ranks_per_node(self, default: int = 1) -> int:
+        """The trainer ranks on each node (``default`` without ``--ranks``), after checking that the layout can be
+        launched."""
+        ranks = default * self.nodes if self.ranks is None else self.ranks
+        if ranks < 1 or self.nodes < 1:
+            raise AgentRLError(f"--ranks {ranks} --nodes {self.nodes}: both count processes and nodes, from 1")
+        if ranks % self.nodes:
+            raise AgentRLError(f"--ranks {ranks} does not spread evenly over --nodes {self.nodes}: verl and "
+                               "OpenRLHF place the same number of trainer ranks on every node")
+        if self.nodes > 1 and ray_address() is None:
+            raise AgentRLError(f"--nodes {self.nodes} trains on a running Ray cluster: start it (`ray start --head` "
+                               "here, `ray start --address HEAD:PORT` on each other node) and set RAY_ADDRESS to "
+                               "its address; the run folder must be on a filesystem every node sees")
+        return ranks // self.nodes
 
     def prepare_command(self, framework: str, run_dir: Path, *flags: str) -> str:
         """The ``agentrl FRAMEWORK prepare`` line that writes this run's folder: the recipe as the user named it,
-        the model, the loggers and the adapter's own ``flags``."""
+        the model, the loggers, the trainer ranks and the adapter's own ``flags``."""
         line = ["agentrl", framework, "prepare", *self.recipe_args, "--run-dir", str(run_dir)]
         if self.model:
             line += ["--model", self.model]
+        if self.ranks is not None:
+            line += ["--ranks", str(self.ranks)]
+        if self.nodes != 1:
+            line += ["--nodes", str(self.nodes)]
         if self.report_to:
             line += ["--report-to", ",".join(self.report_to)]
         return shlex.join([*line, *flags])
+
+
+def ray_address() -> str | None:
+    """The running Ray cluster a launch joins (``RAY_ADDRESS``, as Ray reads it); None: the framework starts one."""
+    return os.environ.get(RAY_ADDRESS_ENV) or None
 
 
 def correction_parameter_rows(recipe: Recipe, setting: str, status: MappingStatus,

@@ -197,6 +197,10 @@ def run_command(
     dry_run: bool = typer.Option(False, "--dry-run", help="Print what would run, run nothing."),
     report_to: str = typer.Option("none", "--report-to",
                                   help="Experiment loggers, comma-separated: tensorboard, wandb, trackio or none."),
+    ranks: Optional[int] = typer.Option(None, help="Data-parallel trainer ranks (verl, OpenRLHF); default one per "
+                                                   "GPU, one on a CPU."),
+    nodes: int = typer.Option(1, help="Ray nodes the ranks spread over; more than one joins the cluster at "
+                                      "RAY_ADDRESS."),
 ) -> None:
     """Run a recipe through a framework adapter, or resume a run folder."""
     loggers = parse_loggers(report_to)
@@ -225,7 +229,7 @@ def run_command(
             manager.get(kind, component)
     adapter = _adapter(framework)
     adapter.run(recipe, RunOptions(run_dir=out, model=model, resume=resume, dry_run=dry_run, report_to=loggers,
-                                   recipe_args=recipe_args))
+                                   recipe_args=recipe_args, ranks=ranks, nodes=nodes))
 
 
 def build_app(manager: PluginManager | None = None) -> typer.Typer:

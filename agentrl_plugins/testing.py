@@ -1,5 +1,5 @@
-"""Helpers for testing plugins: a byte-level chat tokenizer, scripted generation, a fresh environment, and the
-mapping contract every framework adapter keeps.
+"""Helpers for testing plugins: a byte-level chat tokenizer, scripted generation, a fresh environment, the
+mapping contract every framework adapter keeps, and a Ray cluster of several nodes on one machine.
 
 Like pytest's ``pytester``, these are part of the public API so that plugin
 authors can test an environment or verifier the way the core tests its own,
@@ -13,8 +13,9 @@ import subprocess
 import sysconfig
 import venv
 from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Sequence, get_args
+from typing import Any, Iterable, Iterator, Sequence, get_args
 
 from agentrl_plugins.adapter import FrameworkAdapter, MappingStatus, decided_settings
 from agentrl_plugins.recipe_schema import SECTIONS, Recipe
@@ -110,3 +111,26 @@ def mapping_problems(adapter: FrameworkAdapter, recipe: Recipe) -> list[str]:
     except ValueError as error:
         problems.append(str(error))
     return problems
+
+
+CLUSTER_NODE_MEMORY = 256 * 2**20
+"""Object store bytes of each node of :func:`local_ray_cluster` (Ray's default would take 30% of memory each)."""
+
+
+@contextmanager
+def local_ray_cluster(nodes: int, gpus_per_node: int, cpus_per_node: int = 8) -> Iterator[str]:
+    """A running Ray cluster of ``nodes`` nodes on this machine (one raylet each, as Ray's own
+    ``ray.cluster_utils.Cluster`` tests multi-node code), each with ``gpus_per_node`` ``GPU`` slots (on a CPU, the
+    slots verl's and OpenRLHF's CPU backends place their ranks by); yields its address for ``RAY_ADDRESS``. Its
+    processes inherit this process's environment; the cluster stops on exit."""
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster()
+    try:
+        for _ in range(nodes):
+            cluster.add_node(num_cpus=cpus_per_node, num_gpus=gpus_per_node, object_store_memory=CLUSTER_NODE_MEMORY,
+                             include_dashboard=False)
+        cluster.wait_for_nodes()
+        yield cluster.address
+    finally:
+        cluster.shutdown()

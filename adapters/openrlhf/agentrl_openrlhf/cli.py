@@ -50,7 +50,10 @@ def prepare(recipe_name: str = typer.Argument(..., metavar="RECIPE", help="A rec
             overrides: Optional[list[str]] = OverrideOption,
             profile: Optional[str] = typer.Option(None, help="A recipe profile; laptop for TinyAgent by default."),
             model: Optional[str] = typer.Option(None, help="A local Hugging Face causal LM instead of TinyAgent."),
-            report_to: str = typer.Option("none", "--report-to", help="Experiment loggers: tensorboard.")) -> None:
+            report_to: str = typer.Option("none", "--report-to", help="Experiment loggers: tensorboard."),
+            ranks: Optional[int] = typer.Option(None, help="Data-parallel trainer ranks; default one."),
+            nodes: int = typer.Option(1, help="Ray nodes the ranks spread over; more than one joins the cluster "
+                                              "at RAY_ADDRESS.")) -> None:
     """Write the run folder (recipe, prompt datasets, train_ppo_ray.sh) and print the train_ppo_ray command.
 
     Run the printed command, or ``sh RUN_DIR/train_ppo_ray.sh [YOUR FLAGS...]``.
@@ -65,8 +68,8 @@ def prepare(recipe_name: str = typer.Argument(..., metavar="RECIPE", help="A rec
     loggers = parse_loggers(report_to)
     check_loggers(loggers)
     recipe = load_named_recipe(recipe_name, overrides, profile, model)
-    run, paths, command = plan_run(recipe, RunOptions(run_dir=run_dir, model=model, report_to=loggers),
-                                   prepare_model=True)
+    run, paths, command = plan_run(recipe, RunOptions(run_dir=run_dir, model=model, report_to=loggers, ranks=ranks,
+                                                      nodes=nodes), prepare_model=True)
     prepare_run(recipe, run, paths, command)
     sys.stdout.write(shlex.join(command) + "\n")
 

@@ -31,6 +31,7 @@ from agentrl_plugins.adapter import (
     advantage_parameter_rows,
     correction_parameter_rows,
     decided_settings,
+    ray_address,
     turn_reward_rows,
 )
 from agentrl_plugins.plugins import get_plugin_manager
@@ -47,10 +48,7 @@ NATIVE_AGGREGATIONS = ("token-mean", "seq-mean-token-mean")
 LR_SCHEDULERS = {"constant": "constant", "cosine": "cosine_with_min_lr"}
 ESTIMATOR_FLAGS = {"grpo": "group_norm", "dr_grpo": "dr_grpo", "rloo": "rloo"}
 EXACT_ESTIMATORS = ("dr_grpo", "rloo")
-CLUSTER_FLAGS: dict[str, Any] = {
-    "actor.num_nodes": 1,
-    "actor.num_gpus_per_node": 1,
-    "vllm.num_engines": 1,
+CLUSTER_FLAGS: dict[str, Any] = {  # on GPUs, beside one vLLM engine per trainer rank
     "vllm.tensor_parallel_size": 1,
     "vllm.gpu_memory_utilization": 0.5,
     "train.colocate_all": True,
@@ -80,6 +78,10 @@ class RunPaths:
     model: Path
     tensorboard: Path | None = None
     """OpenRLHF's ``--logger.tensorboard_dir`` (``--report-to tensorboard``), or None for no event files."""
+    nodes: int = 1
+    """Ray nodes the trainer ranks spread over (``--actor.num_nodes``)."""
+    ranks_per_node: int = 1
+    """Data-parallel trainer ranks on each node (``--actor.num_gpus_per_node``)."""
 
 
 def native_correction(recipe: Recipe) -> dict[str, Any] | None:
@@ -127,7 +129,9 @@ def launch_flags(recipe: Recipe, paths: RunPaths, backend: str = "gpu") -> dict[
         "eval.dataset": str(paths.eval_data),
         "ckpt.path": str(paths.checkpoints),
         "ckpt.output_dir": str(paths.final),
-        **(cpu_cluster_flags(recipe) if backend == "cpu" else CLUSTER_FLAGS),
+        **(cpu_cluster_flags(recipe, paths.nodes, paths.ranks_per_node) if backend == "cpu" else
+           {"actor.num_nodes": paths.nodes, "actor.num_gpus_per_node": paths.ranks_per_node,
+            "vllm.num_engines": paths.nodes * paths.ranks_per_node, **CLUSTER_FLAGS}),
     }
     if paths.tensorboard is not None:
         flags["logger.tensorboard_dir"] = str(paths.tensorboard)
@@ -143,7 +147,8 @@ def train_flags(recipe: Recipe, paths: RunPaths, backend: str = "gpu") -> dict[s
 def launch_env(paths: RunPaths, backend: str = "gpu") -> dict[str, str]:
     """The runtime-env hook, the recipe and the run folder for every process; the CPU backend's variables."""
     env = {"RAY_RUNTIME_ENV_HOOK": RUNTIME_ENV_HOOK, RECIPE_ENV: str(paths.recipe), RUN_DIR_ENV: str(paths.folder)}
-    return {**env, **(cpu_env() if backend == "cpu" else {})}
+    cpu = cpu_env(paths.nodes * paths.ranks_per_node, ray_address() is not None) if backend == "cpu" else {}
+    return {**env, **cpu}
 
 
 def flag_words(flags: dict[str, Any]) -> list[str]:

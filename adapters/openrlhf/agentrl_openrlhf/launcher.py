@@ -31,14 +31,16 @@ SCRIPT_NOTE = ("OpenRLHF's own trainer for the run in this folder, written by `a
                "after the script's name are more flags (argparse keeps the last value of a flag).")
 
 
-def run_paths(run: RunDir, model: Path, loggers: Sequence[str] = ()) -> RunPaths:
+def run_paths(run: RunDir, model: Path, loggers: Sequence[str] = (), nodes: int = 1,
+              ranks_per_node: int = 1) -> RunPaths:
     """Absolute paths, since OpenRLHF's Ray workers need not share the launcher's working directory;
     ``loggers`` (``--report-to``) may name tensorboard, whose event files go to the run folder's ``tensorboard/``."""
     root = RunDir(run.path.resolve())
     return RunPaths(folder=root.path, recipe=root.recipe_file, train_data=root.path / "prompts.jsonl",
                     eval_data=root.path / "eval_prompts.jsonl", checkpoints=root.checkpoints,
                     final=root.final_weights, model=model,
-                    tensorboard=root.path / "tensorboard" if "tensorboard" in loggers else None)
+                    tensorboard=root.path / "tensorboard" if "tensorboard" in loggers else None,
+                    nodes=nodes, ranks_per_node=ranks_per_node)
 
 
 def check_loggers(names: Sequence[str]) -> None:
@@ -59,14 +61,16 @@ def plan(recipe: Recipe, options: RunOptions, prepare_model: bool = False) -> tu
     """The run folder, its paths and the ``train_ppo_ray`` command of ``options``; ``prepare_model`` builds a
     registered model that is not there yet."""
     run = RunDir(Path(options.run_dir)) if options.run_dir else RunDir.default(recipe, FRAMEWORK)
-    paths = run_paths(run, run_model(recipe, options.model, prepare=prepare_model), options.report_to)
+    paths = run_paths(run, run_model(recipe, options.model, prepare=prepare_model), options.report_to, options.nodes,
+                      options.ranks_per_node())
     return run, paths, describe(recipe, paths, choose_backend()).command
 
 
 def prepare(recipe: Recipe, run: RunDir, paths: RunPaths, command: list[str]) -> Path:
     """Write the run folder, the prompt datasets (the recipe's environment with its options) and
     ``train_ppo_ray.sh``; returns the script."""
-    run.create(recipe, FRAMEWORK, {"model": str(paths.model), "model_path": str(paths.model), "command": command})
+    run.create(recipe, FRAMEWORK, {"model": str(paths.model), "model_path": str(paths.model), "command": command,
+                                   "ranks": paths.nodes * paths.ranks_per_node, "nodes": paths.nodes})
     env = build_environment(recipe.environment)
     try:
         write_jsonl(dataset_rows(env, recipe, recipe.environment.train_split), paths.train_data)

@@ -2,7 +2,8 @@
 
 Ray calls :func:`runtime_env_hook` in the driver when ``train_ppo_ray`` calls ``ray.init``; it
 adds :func:`setup_worker` as the job's ``worker_process_setup_hook`` and forwards the variables
-that name the recipe, the run folder and the backend, so every worker process (trainer, actors,
+that name the recipe, the run folder and the backend (and the CPU backend's worker variables, which the
+processes of a running cluster, ``RAY_ADDRESS``, would not inherit), so every worker process (trainer, actors,
 rollout engines) installs the patches before it runs OpenRLHF code. The driver installs the ones
 that must be in place before OpenRLHF creates its actors: under the CPU backend the CPU patches
 (the rollout engine is created from the driver), the run-folder recorder (Ray ships the
@@ -19,6 +20,7 @@ from typing import Any
 from agentrl_plugins.runs.rundir import RunDir
 
 from agentrl_openrlhf.cpu import BACKEND_ENV, requested
+from agentrl_openrlhf.cpu.launch import WORKER_ENV
 from agentrl_openrlhf.recipe_env import RECIPE_ENV, RUN_DIR_ENV, recipe_from_env
 
 SETUP_HOOK = "agentrl_openrlhf.ray_hook.setup_worker"
@@ -36,7 +38,8 @@ def runtime_env_hook(runtime_env: dict[str, Any] | None) -> dict[str, Any]:
                          f"agentrl-openrlhf needs {SETUP_HOOK!r} there")
     env["worker_process_setup_hook"] = SETUP_HOOK
     env_vars = dict(env.get("env_vars") or {})
-    env_vars.update({name: os.environ[name] for name in FORWARDED if os.environ.get(name)})
+    forwarded = (*FORWARDED, *(WORKER_ENV if requested() else ()))
+    env_vars.update({name: os.environ[name] for name in forwarded if os.environ.get(name)})
     env["env_vars"] = env_vars
     install_driver()
     return env

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from agentrl_plugins.adapter import FrameworkConfig, RunOptions
+from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.recipe_schema import Recipe
 
 from agentrl_trl.config import describe
@@ -16,6 +17,10 @@ class TRLAdapter:
         return describe(recipe)
 
     def run(self, recipe: Recipe, options: RunOptions) -> Path | None:
+        if (options.ranks or 1, options.nodes) != (1, 1):
+            raise AgentRLError(f"--ranks {options.ranks} --nodes {options.nodes}: agentrl's TRL adapter trains in one "
+                               "process; several data-parallel ranks run through verl or OpenRLHF "
+                               "(--framework verl|openrlhf)")
         if options.dry_run:
             print(json.dumps(describe(recipe).native, indent=2))
             return None

@@ -22,7 +22,11 @@ def prepare(recipe_name: str = typer.Argument(..., metavar="RECIPE", help="A rec
             model: Optional[str] = typer.Option(None, help="A local Hugging Face causal LM instead of TinyAgent."),
             report_to: str = typer.Option("none", "--report-to",
                                           help="Experiment loggers, comma-separated: tensorboard, wandb, trackio."),
-            cpu: bool = typer.Option(False, "--cpu", help="verl's cpu platform even where a GPU is.")) -> None:
+            cpu: bool = typer.Option(False, "--cpu", help="verl's cpu platform even where a GPU is."),
+            ranks: Optional[int] = typer.Option(None, help="Data-parallel trainer ranks; default every GPU, one on "
+                                                           "a CPU."),
+            nodes: int = typer.Option(1, help="Ray nodes the ranks spread over; more than one joins the cluster "
+                                              "at RAY_ADDRESS.")) -> None:
     """Write the run folder (recipe, dataset, model, main_ppo.sh) and print the main_ppo command that trains in it.
 
     Run the printed command, or ``bash RUN_DIR/main_ppo.sh [YOUR OVERRIDES...]``.
@@ -35,7 +39,8 @@ def prepare(recipe_name: str = typer.Argument(..., metavar="RECIPE", help="A rec
     loggers = parse_loggers(report_to)
     check_loggers(loggers)
     launch = prepare_run(load_named_recipe(recipe_name, overrides, profile, model),
-                         RunOptions(run_dir=run_dir, model=model, report_to=loggers, extra={"cpu": cpu}))
+                         RunOptions(run_dir=run_dir, model=model, report_to=loggers, ranks=ranks, nodes=nodes,
+                                    extra={"cpu": cpu}))
     typer.echo(launch.shell())
 
 

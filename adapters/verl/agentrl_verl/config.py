@@ -62,14 +62,16 @@ class LaunchPaths:
     data_dir: Path
     run_dir: Path | None = None
     n_gpus: int = 1
+    """Trainer ranks on each node (verl's ``trainer.n_gpus_per_node``; Ray ``GPU`` slots on a CPU)."""
     loggers: tuple[str, ...] = ("console",)
+    nodes: int = 1
 
 
 def run_paths(recipe: Recipe, run_dir: Path | None, model: str, n_gpus: int = 1,
-              loggers: tuple[str, ...] = ()) -> LaunchPaths:
+              loggers: tuple[str, ...] = (), nodes: int = 1) -> LaunchPaths:
     """The paths of a run in ``run_dir`` (its dataset in ``data/``); ``loggers`` join verl's console."""
     folder = UNLAUNCHED.parent if run_dir is None else run_dir
-    return LaunchPaths(model, folder / "data", run_dir, n_gpus, ("console", *loggers))
+    return LaunchPaths(model, folder / "data", run_dir, n_gpus, ("console", *loggers), nodes)
 
 
 def default_paths(recipe: Recipe) -> LaunchPaths:
@@ -211,7 +213,7 @@ def launch_overrides(recipe: Recipe, paths: LaunchPaths) -> dict[str, Any]:
         "trainer.logger": list(paths.loggers),
         "trainer.project_name": "agentrl",
         "trainer.experiment_name": f"{recipe.name}-seed{recipe.train.seed}",
-        "trainer.nnodes": 1,
+        "trainer.nnodes": paths.nodes,
         "trainer.n_gpus_per_node": paths.n_gpus,
         **recipe_overrides(recipe_file(paths), injects_loss(recipe)),
     }

@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.runs.rundir import RunDir
@@ -42,29 +43,53 @@ def _repair_marker(checkpoints: Path, text: str) -> int:
 def save_final_weights(run: RunDir, checkpoints: Path) -> Path:
     """The actor of verl's last checkpoint in ``checkpoints`` as ``final/`` in ``run``.
 
-    One shard (one trainer process, as on a CPU) is written as it was trained, in float32; several
-    shards go through verl's own ``verl.model_merger``, which writes bfloat16.
+    FSDP2's shards (one per trainer rank, each parameter a DTensor sharded on one dimension or replicated) are
+    joined here, in float32 as trained; any other layout goes through verl's own ``verl.model_merger``, which
+    writes bfloat16 (said on stderr).
     """
     actor = checkpoints / f"global_step_{latest_checkpoint_step(checkpoints)}" / "actor"
-    shards = sorted(actor.glob("model_world_size_*_rank_*.pt"))
+    shards = sorted(actor.glob("model_world_size_*_rank_*.pt"), key=lambda path: int(path.stem.rsplit("_", 1)[1]))
+    state = joined_shards(shards)
     with run.exporting_final() as folder:
-        if len(shards) != 1:
+        if state is None:
             merge = [sys.executable, "-m", "verl.model_merger", "merge", "--backend", "fsdp", "--local_dir",
                      str(actor), "--target_dir", str(folder)]
             done = subprocess.run(merge, capture_output=True, text=True, check=False)
             if done.returncode != 0:
                 raise AgentRLError(f"verl's model merger failed on {actor}:\n{done.stderr[-3000:]}")
+            print(f"final weights: {actor}'s shards are not FSDP2 DTensors; verl's model merger wrote them in "
+                  "bfloat16", file=sys.stderr)
         else:
-            _save_one_shard(actor, shards[0], folder)
+            _save_state(actor, state, folder)
     return run.final_weights
 
 
-def _save_one_shard(actor: Path, shard: Path, folder: Path) -> None:
+def joined_shards(shards: list[Path]) -> dict[str, Any] | None:
+    """The full state dict from FSDP2 checkpoint shards in rank order; None when a value is not a DTensor
+    sharded on one dimension or replicated over a one-dimensional mesh."""
+    import torch
+
+    states = [torch.load(shard, map_location="cpu", weights_only=False) for shard in shards]
+    joined = {}
+    for key, value in states[0].items():
+        placements = getattr(value, "placements", None)
+        if placements is None or len(placements) != 1:
+            return None
+        (placement,) = placements
+        if placement.is_shard():
+            joined[key] = torch.cat([state[key].to_local() for state in states], dim=placement.dim)
+        elif placement.is_replicate():
+            joined[key] = value.to_local()
+        else:
+            return None
+    return joined
+
+
+def _save_state(actor: Path, state: dict[str, Any], folder: Path) -> None:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    state = torch.load(shard, map_location="cpu", weights_only=False)
     model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(actor / "huggingface"), dtype=torch.float32)
-    model.load_state_dict({key: getattr(value, "to_local", lambda v=value: v)() for key, value in state.items()})
+    model.load_state_dict(state)
     model.save_pretrained(folder)
     AutoTokenizer.from_pretrained(actor / "huggingface").save_pretrained(folder)

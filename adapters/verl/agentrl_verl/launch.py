@@ -7,6 +7,7 @@ recording ``sync`` trainer (:mod:`agentrl_verl.verl_plugin.trainer`) fills the r
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shlex
 import subprocess
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from agentrl_plugins.adapter import RunOptions
+from agentrl_plugins.adapter import RunOptions, ray_address
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.models import run_model
 from agentrl_plugins.recipe_schema import Recipe
@@ -30,6 +31,7 @@ from agentrl_verl.final_weights import latest_checkpoint_step
 
 FRAMEWORK = "verl"
 SCRIPT = "main_ppo.sh"
+RUNTIME_ENV_VARS = "+ray_kwargs.ray_init.runtime_env.env_vars"
 SCRIPT_NOTE = ("verl's own trainer for the run in this folder, written by `agentrl verl prepare`. Words after "
                "the script's name are more Hydra overrides (yours win where the recipe leaves a setting open; "
                "one that contradicts the recipe stops the run before it starts).")
@@ -70,24 +72,33 @@ class Launch:
 
 
 def launch_paths(recipe: Recipe, options: RunOptions, prepare: bool = False) -> LaunchPaths:
-    """The dataset and model paths, the run folder and the GPU count of this launch.
+    """The dataset and model paths, the run folder and the trainer ranks of this launch (``--ranks`` over
+    ``--nodes``; by default every GPU of one node, or one rank on a CPU); a resumed run keeps its model and ranks
+    (verl's checkpoint has one shard per rank).
 
     Computed once per launch: the default run folder is stamped with the clock, so a second call a second
     later would name another folder. ``prepare`` builds a registered model that is not there yet.
     """
     run_dir = Path(options.resume or options.run_dir or RunDir.default(recipe, FRAMEWORK).path).resolve()
-    started_with = RunDir(run_dir).run_info().get("model_path") if options.resume else None
-    model = started_with or run_model(recipe, options.model, prepare=prepare)
-    return run_paths(recipe, run_dir, str(model), max(torch.cuda.device_count(), 1), options.report_to)
+    started = RunDir(run_dir).run_info() if options.resume else {}
+    model = started.get("model_path") or run_model(recipe, options.model, prepare=prepare)
+    if started.get("ranks"):
+        options = dataclasses.replace(options, ranks=started["ranks"], nodes=started.get("nodes", 1))
+    per_node = options.ranks_per_node(1 if on_cpu(options) else max(torch.cuda.device_count(), 1))
+    return run_paths(recipe, run_dir, str(model), per_node, options.report_to, options.nodes)
 
 
 def plan(recipe: Recipe, options: RunOptions, prepare: bool = False) -> Launch:
-    """The launch for ``options``; a resumed run continues from its folder's latest checkpoint."""
+    """The launch for ``options``; a resumed run continues from its folder's latest checkpoint.
+
+    The launch's environment variables also travel in Ray's runtime env: the processes of a running cluster
+    (``RAY_ADDRESS``) do not inherit the launching shell's.
+    """
     paths = launch_paths(recipe, options, prepare)
     overrides = hydra_overrides(recipe, paths)
     env = {}
     if on_cpu(options):
-        overrides.update(cpu_overrides(recipe.train.seed))
+        overrides.update(cpu_overrides(recipe.train.seed, paths.nodes * paths.n_gpus, ray_address() is not None))
         env[cpu.PLATFORM_ENV] = cpu.PLATFORM
     if options.resume is not None:
         overrides["trainer.resume_mode"] = "auto"
@@ -97,6 +108,7 @@ def plan(recipe: Recipe, options: RunOptions, prepare: bool = False) -> Launch:
         env["TENSORBOARD_DIR"] = str(paths.run_dir / "tensorboard")
     if "wandb" in paths.loggers:
         env["WANDB_DIR"] = str(paths.run_dir)
+    overrides.update({f"{RUNTIME_ENV_VARS}.{key}": value for key, value in env.items()})
     return Launch(paths, env, command(overrides))
 
 
@@ -106,7 +118,9 @@ def prepare(recipe: Recipe, options: RunOptions) -> Launch:
     launch = plan(recipe, options, prepare=True)
     if options.resume is None:
         launch.run.create(recipe, FRAMEWORK, {"model": options.model or recipe.train.model,
-                                              "model_path": launch.paths.model})
+                                              "model_path": launch.paths.model,
+                                              "ranks": launch.paths.nodes * launch.paths.n_gpus,
+                                              "nodes": launch.paths.nodes})
         write_dataset(launch.paths.data_dir, recipe.environment)
         launch.write_script()
     return launch

@@ -17,33 +17,36 @@ from agentrl_plugins.recipe_schema import Recipe
 
 from agentrl_openrlhf.cpu import BACKEND_ENV, SHIMS
 
-TRAINER_RANKS = 1
 ROLLOUT_ENGINES = 1
 RAY_CPUS = 8
+WORKER_ENV = {
+    "PYTHONPATH": str(SHIMS),
+    "DS_ACCELERATOR": "cpu",
+    "TORCHDYNAMO_DISABLE": "1",
+    "OMP_NUM_THREADS": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+"""What every CPU worker needs; the runtime-env hook forwards it to the processes of a running cluster."""
 
 
-def cpu_env() -> dict[str, str]:
-    """Environment of the CPU launch; Ray workers inherit it from the driver that starts the local cluster."""
-    return {
-        BACKEND_ENV: "cpu",
-        "RAY_OVERRIDE_RESOURCES": json.dumps({"CPU": RAY_CPUS, "GPU": TRAINER_RANKS + ROLLOUT_ENGINES}),
-        "PYTHONPATH": str(SHIMS),
-        "DS_ACCELERATOR": "cpu",
-        "TORCHDYNAMO_DISABLE": "1",
-        "OMP_NUM_THREADS": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-    }
+def cpu_env(ranks: int = 1, on_cluster: bool = False) -> dict[str, str]:
+    """Environment of the CPU launch. The local cluster ``train_ppo_ray`` starts gets a fake GPU per trainer rank
+    and rollout engine; a running one (``on_cluster``, ``RAY_ADDRESS``) brings its own resources."""
+    resources = {} if on_cluster else {
+        "RAY_OVERRIDE_RESOURCES": json.dumps({"CPU": RAY_CPUS, "GPU": ranks + ROLLOUT_ENGINES})}
+    return {BACKEND_ENV: "cpu", **resources, **WORKER_ENV}
 
 
-def cpu_cluster_flags(recipe: Recipe) -> dict[str, Any]:
-    """One trainer rank and one rollout engine, not colocated; weight sync over gloo; torch's sdpa attention.
+def cpu_cluster_flags(recipe: Recipe, nodes: int = 1, ranks_per_node: int = 1) -> dict[str, Any]:
+    """``nodes`` x ``ranks_per_node`` trainer ranks and one rollout engine, not colocated; weight sync over gloo;
+    torch's sdpa attention.
 
     Micro-batches of one group each keep a step to a few forward passes on a CPU.
     """
     group = recipe.rollout.group_size
     return {
-        "actor.num_nodes": 1,
-        "actor.num_gpus_per_node": TRAINER_RANKS,
+        "actor.num_nodes": nodes,
+        "actor.num_gpus_per_node": ranks_per_node,
         "vllm.num_engines": ROLLOUT_ENGINES,
         "vllm.tensor_parallel_size": 1,
         "vllm.sync_backend": "gloo",

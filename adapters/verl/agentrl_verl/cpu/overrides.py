@@ -10,9 +10,10 @@ RAY_CPUS = 16
 """Ray's CPU slots (not cores): verl's actors each ask for one; the processes share the machine's real cores."""
 
 
-def cpu_overrides(seed: int, n_workers: int = 1) -> dict[str, Any]:
-    """Overrides that run ``main_ppo`` on ``n_workers`` CPU trainer processes (one Ray "GPU" slot each);
-    the rollout server samples with ``seed``.
+def cpu_overrides(seed: int, ranks: int = 1, on_cluster: bool = False) -> dict[str, Any]:
+    """Overrides that run ``main_ppo`` on CPU trainer processes (one Ray "GPU" slot each): the local Ray cluster
+    verl starts gets ``ranks`` slots, a running one (``on_cluster``, ``RAY_ADDRESS``) brings its own; the rollout
+    servers sample with ``seed``.
 
     Micro-batches stay at one context's tokens (``max_context_tokens``, the launch's setting): verl packs a
     micro-batch's sequences into one, and on a CPU sdpa computes attention across all of it, at the square of
@@ -20,11 +21,11 @@ def cpu_overrides(seed: int, n_workers: int = 1) -> dict[str, Any]:
     only way around it (``rollout_correction.bypass_mode``) takes the sampler's log-probs as the old policy's,
     which are not the learner's exactly."""
     actor_rollout_ref = "actor_rollout_ref."
+    local_cluster = {} if on_cluster else {"+ray_kwargs.ray_init.num_gpus": ranks,
+                                           "ray_kwargs.ray_init.num_cpus": RAY_CPUS}
     return {
         "trainer.device": "cpu",
-        "trainer.n_gpus_per_node": n_workers,
-        "+ray_kwargs.ray_init.num_gpus": n_workers,
-        "ray_kwargs.ray_init.num_cpus": RAY_CPUS,
+        **local_cluster,
         # FSDP1 passes a device id to sync_module_states; FSDP2 runs on gloo.
         actor_rollout_ref + "actor.strategy": "fsdp2",
         actor_rollout_ref + "ref.strategy": "fsdp2",

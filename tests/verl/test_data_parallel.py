@@ -1,0 +1,55 @@
+"""Two data-parallel trainer ranks on a two-node Ray cluster, as a user who outgrows one machine runs verl: the
+cluster is already running (two raylets on this machine, one trainer slot each, so the ranks land on different
+nodes) and ``RAY_ADDRESS`` names it; ``agentrl run --ranks 2 --nodes 2`` joins it. The run must train, leave a
+checkpoint of two FSDP shards, merge them into the final weights and write the report. That the two ranks compute
+the one-rank numbers is the parity's to show (``test_parity.py``, two ranks)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM
+
+from agentrl_plugins.runs.rundir import RunDir
+from agentrl_plugins.testing import local_ray_cluster
+
+from agentrl_verl.final_weights import joined_shards
+from agentrl_verl.recorder import VERL_METRICS_FILE, verl_metrics
+
+OVERRIDES = {"train.steps": 2, "train.eval_every": 2, "train.eval_episodes_per_task": 1,
+             "rollout.group_size": 4, "rollout.tasks_per_step": 2, "filtering.compact": "false",
+             "loss.entropy_coef": 0.01}
+"""A freshly initialised TinyAgent earns no reward: the entropy bonus on unfiltered episodes gives every step a
+gradient."""
+
+
+def test_two_ranks_on_two_nodes_train_and_report(tmp_path, model_dir):
+    run = RunDir(tmp_path / "run")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "AGENTRL_CACHE": str(tmp_path / "cache"),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    with local_ray_cluster(nodes=2, gpus_per_node=1) as address:
+        done = subprocess.run(
+            [sys.executable, "-m", "agentrl_plugins", "run", "deepswe_grpopp", "--framework", "verl", "--ranks", "2",
+             "--nodes", "2", "--profile", "laptop", "--model", str(model_dir), "--out", str(run.path),
+             *[arg for key, value in OVERRIDES.items() for arg in ("-o", f"{key}={value}")]],
+            cwd=tmp_path, env={**env, "RAY_ADDRESS": address}, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    assert f"Connecting to existing Ray cluster at address: {address}" in done.stderr
+    info = run.run_info()
+    assert (info["ranks"], info["nodes"]) == (2, 2)
+    actor = run.checkpoints / "global_step_2" / "actor"
+    assert sorted(p.name for p in actor.glob("model_world_size_*")) == [
+        "model_world_size_2_rank_0.pt", "model_world_size_2_rank_1.pt"]
+    assert [row.step for row in run.read_metrics()] == [0, 1, 2]
+    logged = verl_metrics(run.path / VERL_METRICS_FILE)
+    assert all(logged[step]["actor/grad_norm"] > 0 for step in (1, 2)), "both steps must have had a gradient"
+    assert run.report_file.is_file()
+    joined = joined_shards(sorted(actor.glob("model_world_size_*")))
+    final = AutoModelForCausalLM.from_pretrained(run.final_weights).state_dict()
+    assert joined is not None and joined.keys() <= final.keys()
+    assert all(final[name].dtype == torch.float32 and torch.equal(final[name], joined[name]) for name in joined), \
+        "the final weights are the two ranks' shards joined, in float32 as trained"
