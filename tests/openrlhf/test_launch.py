@@ -174,3 +174,32 @@ def test_tinyagent_comes_from_the_warm_start_cache_or_a_clear_error(tmp_path, mo
     monkeypatch.setattr(subprocess, "run", finished)
     OpenRLHFAdapter().run(load_recipe("deepswe_grpopp", profile="laptop"), RunOptions(run_dir=tmp_path / "run"))
     assert launched[0][launched[0].index("--actor.model_name_or_path") + 1] == str(model_path(0))
+
+
+def test_ranks_over_nodes_reach_openrlhf_and_a_running_cluster_keeps_its_resources(tmp_path, monkeypatch):
+    monkeypatch.setenv(BACKEND_ENV, "cpu")
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    local = dry_run(["deepswe_grpopp", "--ranks", "2"], tmp_path / "a")
+    assert json.loads(env_of(local)["RAY_OVERRIDE_RESOURCES"]) == {"CPU": 8, "GPU": 3}, "two ranks and one engine"
+    args = parse_openrlhf_cli(flags_of(local), monkeypatch)
+    assert (args.actor.num_nodes, args.actor.num_gpus_per_node, args.vllm.num_engines) == (1, 2, 1)
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+    joined = printed(["deepswe_grpopp", "--ranks", "4", "--nodes", "2"], tmp_path / "b")
+    assert "--ranks 4 --nodes 2" in joined[0], "the prepare step reproduces the layout"
+    command = shlex.split(joined[-1])
+    assert "RAY_OVERRIDE_RESOURCES" not in env_of(command)
+    args = parse_openrlhf_cli(flags_of(command), monkeypatch)
+    assert (args.actor.num_nodes, args.actor.num_gpus_per_node) == (2, 2)
+
+
+def test_the_runtime_env_hook_carries_the_cpu_backends_variables_to_a_running_clusters_workers(monkeypatch):
+    from agentrl_openrlhf.cpu.launch import WORKER_ENV
+    from agentrl_openrlhf.ray_hook import runtime_env_hook
+
+    monkeypatch.setattr("agentrl_openrlhf.ray_hook.install_driver", lambda: [])
+    for name, value in {BACKEND_ENV: "cpu", **WORKER_ENV}.items():
+        monkeypatch.setenv(name, value)
+    env_vars = runtime_env_hook({"env_vars": {"NCCL_DEBUG": "WARN"}})["env_vars"]
+    assert env_vars == {"NCCL_DEBUG": "WARN", BACKEND_ENV: "cpu", **WORKER_ENV}
+    monkeypatch.setenv(BACKEND_ENV, "gpu")
+    assert "DS_ACCELERATOR" not in runtime_env_hook({})["env_vars"], "a GPU run's workers keep their own"

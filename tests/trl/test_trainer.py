@@ -16,6 +16,7 @@ from transformers import Qwen2ForCausalLM
 from agentrl_plugins.adapter import RunOptions
 from agentrl_plugins.algorithms import aggregate_loss, clipped_surrogate, lr_multiplier, rloo
 from agentrl_plugins.algorithms.credit import CreditInputs, gigpo
+from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.recipe import load_recipe
 from agentrl_plugins.runs.rundir import RunDir
 
@@ -201,3 +202,11 @@ def test_lora_trains_only_the_adapter_and_saves_merged_weights(tmp_path, tokeniz
     assert final.keys() == initial.keys()
     changed = [name for name in initial if not torch.equal(final[name], initial[name])]
     assert changed and all(name.endswith("proj.weight") for name in changed)
+
+
+def test_several_trainer_ranks_are_refused_with_where_they_run(tmp_path):
+    from agentrl_trl.adapter import TRLAdapter
+
+    with pytest.raises(AgentRLError, match="trains in one process.*--framework verl"):
+        TRLAdapter().run(load_recipe("deepswe_grpopp"), RunOptions(run_dir=tmp_path / "run", ranks=2))
+    assert not (tmp_path / "run").exists()

@@ -230,3 +230,36 @@ def test_recipes_show_prints_the_table_overrides_and_command():
     for text in ("advantage.estimator", "injected", "native", "mapped", "algorithm.adv_estimator",
                  "GPU variant", "agentrl verl prepare RECIPE --run-dir RUN_DIR", "python -m verl.trainer.main_ppo"):
         assert text in result.stdout
+
+
+def test_ranks_over_nodes_reach_verl_and_a_running_cluster_gets_the_launch_variables(deepswe, tmp_path, monkeypatch,
+                                                                                    model_dir):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    local = launch.plan(deepswe, RunOptions(run_dir=tmp_path / "a", model=str(model_dir), ranks=2, extra={"cpu": True}))
+    settings = dict(word.split("=", 1) for word in local.command[3:])
+    assert (settings["trainer.nnodes"], settings["trainer.n_gpus_per_node"]) == ("1", "2")
+    assert settings["+ray_kwargs.ray_init.num_gpus"] == "2", "verl's own local cluster gets a slot per rank"
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+    joined = launch.plan(deepswe, RunOptions(run_dir=tmp_path / "b", model=str(model_dir), ranks=4, nodes=2,
+                                             extra={"cpu": True}))
+    settings = dict(word.split("=", 1) for word in joined.command[3:])
+    assert (settings["trainer.nnodes"], settings["trainer.n_gpus_per_node"]) == ("2", "2")
+    assert not [key for key in settings if key.endswith(("num_gpus", "num_cpus"))], \
+        "a running cluster brings its own resources (ray.init refuses them with an address)"
+    assert settings["+ray_kwargs.ray_init.runtime_env.env_vars.VERL_PLATFORM"] == "cpu"
+
+
+@pytest.mark.parametrize("ranks, nodes, address, message", [
+    (3, 2, "10.0.0.1:6379", "does not spread evenly over --nodes 2"),
+    (2, 2, None, "set RAY_ADDRESS"),
+    (0, 1, None, "from 1"),
+])
+def test_a_layout_that_cannot_launch_is_refused_before_any_folder(deepswe, tmp_path, monkeypatch, model_dir, ranks,
+                                                                  nodes, address, message):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    if address:
+        monkeypatch.setenv("RAY_ADDRESS", address)
+    with pytest.raises(AgentRLError, match=message):
+        launch.plan(deepswe, RunOptions(run_dir=tmp_path / "run", model=str(model_dir), ranks=ranks, nodes=nodes,
+                                        extra={"cpu": True}))
+    assert not (tmp_path / "run").exists()
