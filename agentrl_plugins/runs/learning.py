@@ -66,15 +66,17 @@ def bench_seeds(seeds: list[int], out: Path, overrides: dict[str, Any],
     return summary
 
 
-def benchmark_main(doc: str, default_out: str, train: Callable[[Recipe, RunDir, str | None], Any]) -> None:
-    """The command line every framework's learning benchmark shares: ``--seeds``, ``--out``, ``--model``, ``-o``;
-    ``train(recipe, run, model)`` runs one seed. Prints the per-seed table and the means."""
+def benchmark_main(doc: str, default_out: str, train: Callable[[Recipe, RunDir, str | None, int], Any]) -> None:
+    """The command line every framework's learning benchmark shares: ``--seeds``, ``--out``, ``--model``,
+    ``--ranks``, ``-o``; ``train(recipe, run, model, ranks)`` runs one seed. Prints the per-seed table and the
+    means."""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--out", type=Path, default=Path(default_out))
     parser.add_argument("--model", help="A local model folder instead of the cached TinyAgent warm start.")
+    parser.add_argument("--ranks", type=int, default=1, help="Data-parallel trainer ranks (verl, OpenRLHF).")
     parser.add_argument("-o", dest="overrides", action="append", default=[])
     args = parser.parse_args()
     summary = bench_seeds(args.seeds, args.out, parse_overrides(args.overrides),
-                          lambda recipe, run: train(recipe, run, args.model))
+                          lambda recipe, run: train(recipe, run, args.model, args.ranks))
     print("\n".join(summary_lines(summary)))

@@ -6,7 +6,7 @@ already has a report is read back, not run again. Same recipe, profile and seeds
 adapters/trl/benchmarks/bench_learning.py, so the summaries compare side by side.
 
     python adapters/openrlhf/benchmarks/bench_learning.py [--seeds 0 1 2] [--out runs/bench-learning-openrlhf]
-        [--model DIR] [-o key=value ...]
+        [--model DIR] [--ranks N] [-o key=value ...]
 """
 
 from __future__ import annotations
@@ -21,5 +21,5 @@ from agentrl_openrlhf.cpu import BACKEND_ENV
 
 if __name__ == "__main__":
     os.environ[BACKEND_ENV] = "cpu"
-    benchmark_main(__doc__, "runs/bench-learning-openrlhf", lambda recipe, folder, model: OpenRLHFAdapter().run(
-        recipe, RunOptions(run_dir=folder.path, model=model)))
+    benchmark_main(__doc__, "runs/bench-learning-openrlhf", lambda recipe, folder, model, ranks:
+                   OpenRLHFAdapter().run(recipe, RunOptions(run_dir=folder.path, model=model, ranks=ranks)))

@@ -6,11 +6,13 @@ interleaved; the losses are checked equal first. Prints the time ratio injected 
 goal is at most 1.05x).
 
     python adapters/openrlhf/benchmarks/bench_loss_overhead.py [--rows 256 1024 4096] [--tokens 128] [--repeats 20]
+        [--json]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
 import types
@@ -47,6 +49,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, nargs="+", default=[256, 1024, 4096])
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON instead of a table")
     args = parser.parse_args()
     torch.set_num_threads(2)
     use_shims_where_missing()
@@ -57,7 +60,7 @@ def main() -> None:
     native = PolicyLoss(clip_eps_low=loss.clip_low, clip_eps_high=loss.clip_high, dual_clip=loss.clip_c)
     injected = PolicyLoss(clip_eps_low=loss.clip_low, clip_eps_high=loss.clip_high, dual_clip=loss.clip_c)
     injected.forward = types.MethodType(policy_loss_forward(RecipeAlgorithm.from_recipe(recipe)), injected)
-    print(f"{'rows':>6} {'native ms':>10} {'injected ms':>12} {'ratio':>7}")
+    figures = []
     for rows in args.rows:
         batch = inputs(rows, args.tokens, seed=rows)
         tokens = float(batch["action_mask"].sum())
@@ -69,7 +72,14 @@ def main() -> None:
             times["native"].append(timed(native.forward, batch, tokens)[0])
             times["injected"].append(timed(injected.forward, batch, tokens)[0])
         native_ms, injected_ms = (1e3 * statistics.median(times[name]) for name in ("native", "injected"))
-        print(f"{rows:>6} {native_ms:>10.2f} {injected_ms:>12.2f} {injected_ms / native_ms:>6.2f}x")
+        figures.append({"rows": rows, "native_ms": native_ms, "injected_ms": injected_ms,
+                        "ratio": injected_ms / native_ms})
+    if args.json:
+        print(json.dumps(figures, indent=2))
+        return
+    print(f"{'rows':>6} {'native ms':>10} {'injected ms':>12} {'ratio':>7}")
+    for f in figures:
+        print(f"{f['rows']:>6} {f['native_ms']:>10.2f} {f['injected_ms']:>12.2f} {f['ratio']:>6.2f}x")
 
 
 if __name__ == "__main__":

@@ -13,8 +13,8 @@ from __future__ import annotations
 from agentrl_plugins.adapter import RunOptions
 from agentrl_plugins.runs.learning import benchmark_main
 
-from agentrl_trl.runner import run
+from agentrl_trl.adapter import TRLAdapter
 
 if __name__ == "__main__":
-    benchmark_main(__doc__, "runs/bench-learning", lambda recipe, folder, model: run(
-        recipe, RunOptions(run_dir=folder.path, model=model)))
+    benchmark_main(__doc__, "runs/bench-learning", lambda recipe, folder, model, ranks: TRLAdapter().run(
+        recipe, RunOptions(run_dir=folder.path, model=model, ranks=ranks)))

@@ -6,7 +6,7 @@ own run folder under --out; a seed whose folder already has a report is read bac
 profile and seeds as adapters/trl/benchmarks/bench_learning.py, so the summaries compare side by side.
 
     python adapters/verl/benchmarks/bench_learning.py [--seeds 0 1 2] [--out runs/bench-learning-verl]
-        [--model DIR] [-o key=value ...]
+        [--model DIR] [--ranks N] [-o key=value ...]
 """
 
 from __future__ import annotations
@@ -17,5 +17,5 @@ from agentrl_plugins.runs.learning import benchmark_main
 from agentrl_verl.launch import launch
 
 if __name__ == "__main__":
-    benchmark_main(__doc__, "runs/bench-learning-verl", lambda recipe, folder, model: launch(
-        recipe, RunOptions(run_dir=folder.path, model=model, extra={"cpu": True})))
+    benchmark_main(__doc__, "runs/bench-learning-verl", lambda recipe, folder, model, ranks: launch(
+        recipe, RunOptions(run_dir=folder.path, model=model, ranks=ranks, extra={"cpu": True})))

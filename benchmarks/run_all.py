@@ -1,0 +1,166 @@
+"""Every performance goal of the project in one run, as ratios measured side by side on this machine.
+
+    .venvs/core/bin/python benchmarks/run_all.py [--out runs/bench-all] [--steps 6] [--sandbox-seconds 20]
+
+Each part runs in the environment its framework needs (``agentrl.toml``), one after another, so that no part
+shares the CPUs with another:
+
+1. rollouts: ``benchmarks/bench_sampler.py`` (continuous batching and cache reuse against a static batch);
+2. seconds per step: ``agentrl run deepswe_grpopp`` for TRL, verl and OpenRLHF on the laptop profile,
+   ``--steps`` steps each; the mean of ``metrics.jsonl``'s ``seconds`` over the training steps, and the time
+   the run spends outside its steps and evaluations (start-up, Ray, the final export);
+3. the sandbox: ``envs/bugfix_gym/benchmarks/bench_gym.py`` (p50 of a sandboxed test run, each layer's cost);
+4. plugin overhead: ``adapters/openrlhf/benchmarks/bench_loss_overhead.py`` (the injected loss / OpenRLHF's);
+5. beyond one rank: ``agentrl compare deepswe_grpopp --parity --ranks 2`` through verl and OpenRLHF.
+
+Prints progress on stderr, then one table of goals (measured, target, met) on stdout; writes the table to
+``OUT/summary.md`` and every figure to ``OUT/figures.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+FRAMEWORKS = ("trl", "verl", "openrlhf")
+TARGETS = {"sampler_ratio_32": 2.0, "step_ratio": 1.3, "outside_steps_s": 35.0, "sandbox_p50_ms": 1.0,
+           "loss_ratio": 1.05}
+"""The issue's goals: episodes/s at 32 concurrent episodes x2, s/step within 1.3x of TRL's, verl's 70 s before
+its first step halved, a 1 ms sandbox, plugin overhead within 5%."""
+
+
+@dataclass(frozen=True)
+class Goal:
+    name: str
+    measured: str
+    target: str
+    met: bool
+
+
+def python_of(framework: str) -> str:
+    """The Python of ``framework``'s environment, as ``agentrl compare`` finds it."""
+    from agentrl_plugins.compare.runner import find_env
+
+    return str(find_env(framework).python)
+
+
+def run(label: str, command: list[str], cwd: Path = ROOT,
+        allowed: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess:
+    """Run one part, its progress on stderr; a part that exits otherwise than ``allowed`` stops the benchmark
+    with the end of its output."""
+    print(f"[{label}] {' '.join(command[:6])} ...", file=sys.stderr, flush=True)
+    started = time.monotonic()
+    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False)
+    print(f"[{label}] {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+    if done.returncode not in allowed:
+        raise SystemExit(f"{label} failed (exit {done.returncode}):\n{(done.stdout + done.stderr)[-3000:]}")
+    return done
+
+
+def json_out(done: subprocess.CompletedProcess) -> Any:
+    """The JSON document a benchmark printed on stdout."""
+    text = done.stdout
+    return json.loads(text[min(i for i in (text.find("["), text.find("{")) if i >= 0):])
+
+
+def sampler() -> dict[str, Any]:
+    rows = json_out(run("rollouts", [python_of("trl"), "benchmarks/bench_sampler.py", "--json"]))
+    return {str(row["concurrency"]): {"episodes_per_s_ratio": row["episodes_per_s_ratio"],
+                                      "prefill_token_ratio": row["prefill_token_ratio"],
+                                      "identical_episodes": f"{row['identical_episodes']}/{row['episodes']}"}
+            for row in rows}
+
+
+def step_seconds(out: Path, steps: int) -> dict[str, dict[str, float]]:
+    """Each framework's mean training-step seconds and the seconds its run spent outside steps and evaluations."""
+    figures = {}
+    for framework in FRAMEWORKS:
+        folder = out / f"run-{framework}"
+        started = time.monotonic()
+        run(f"s/step {framework}", [python_of(framework), "-m", "agentrl_plugins", "run", "deepswe_grpopp",
+                                    "--framework", framework, "--steps", str(steps), "-o",
+                                    f"train.eval_every={steps}", "--out", str(folder)], cwd=out)
+        wall = time.monotonic() - started
+        rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+        trained = [row["seconds"] for row in rows if row["step"] > 0]
+        inside = sum(row["seconds"] + (row["eval_seconds"] or 0.0) for row in rows)
+        figures[framework] = {"s_per_step": statistics.mean(trained), "wall_s": wall, "outside_steps_s": wall - inside}
+    return figures
+
+
+def sandbox(seconds: float) -> dict[str, Any]:
+    results = json_out(run("sandbox", [str(Path(sys.executable)), "envs/bugfix_gym/benchmarks/bench_gym.py",
+                                       "--json", "--seconds", str(seconds)]))
+    latency = results["latency"]
+    return {"p50_ms": latency["ms"]["sandbox"]["median"], "in_process_ms": latency["ms"]["in_process"]["median"],
+            "layer_cost_ms": latency["layer_cost_ms"]}
+
+
+def loss_overhead() -> list[dict[str, float]]:
+    return json_out(run("plugin overhead", [python_of("openrlhf"), "adapters/openrlhf/benchmarks/"
+                                            "bench_loss_overhead.py", "--json"]))
+
+
+def ranks_parity(out: Path) -> dict[str, Any]:
+    done = run("2 ranks", [str(Path(sys.executable)), "-m", "agentrl_plugins", "compare", "deepswe_grpopp",
+                           "--parity", "--ranks", "2", "--frameworks", "verl,openrlhf", "--out",
+                           str(out / "parity-2-ranks")], allowed=(0, 1))
+    return {"exact": done.returncode == 0, "report": str(out / "parity-2-ranks" / "report.md")}
+
+
+def goals(figures: dict[str, Any]) -> list[Goal]:
+    sampled, steps, box = figures["sampler"], figures["step_seconds"], figures["sandbox"]
+    trl = steps["trl"]["s_per_step"]
+    worst_loss = max(row["ratio"] for row in figures["loss_overhead"])
+    reuse = sampled["32"]["episodes_per_s_ratio"]
+    rows = [Goal("rollouts: episodes/s at 32 concurrent, reuse / static", f"{reuse:.2f}x",
+                 f">= {TARGETS['sampler_ratio_32']:g}x", reuse >= TARGETS["sampler_ratio_32"])]
+    for name in ("verl", "openrlhf"):
+        seconds = steps[name]["s_per_step"]
+        rows.append(Goal(f"s/step {name} / TRL", f"{seconds / trl:.2f}x ({seconds:.1f} s / {trl:.1f} s)",
+                         f"<= {TARGETS['step_ratio']:g}x", seconds / trl <= TARGETS["step_ratio"]))
+    rows += [Goal("verl: seconds outside steps and evaluations", f"{steps['verl']['outside_steps_s']:.0f} s",
+                  f"<= {TARGETS['outside_steps_s']:g} s (70 s halved)",
+                  steps["verl"]["outside_steps_s"] <= TARGETS["outside_steps_s"]),
+             Goal("sandbox: p50 of a sandboxed clamp test run", f"{box['p50_ms']:.2f} ms "
+                  f"({box['p50_ms'] / box['in_process_ms']:.0f}x in process)", f"<= {TARGETS['sandbox_p50_ms']:g} ms",
+                  box["p50_ms"] <= TARGETS["sandbox_p50_ms"]),
+             Goal("plugin overhead: injected loss / OpenRLHF's, worst of 256-4,096 rows", f"{worst_loss:.2f}x",
+                  f"<= {TARGETS['loss_ratio']:g}x", worst_loss <= TARGETS["loss_ratio"]),
+             Goal("2 ranks: verl and OpenRLHF against the one-rank reference", "exact" if figures["ranks"]["exact"]
+                  else "MISMATCH (see the report)", "within 1e-6", figures["ranks"]["exact"])]
+    return rows
+
+
+def markdown(rows: list[Goal]) -> str:
+    lines = ["| goal | measured | target | met |", "|---|---|---|---|"]
+    lines += [f"| {g.name} | {g.measured} | {g.target} | {'yes' if g.met else 'no'} |" for g in rows]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("runs/bench-all"))
+    parser.add_argument("--steps", type=int, default=6, help="training steps of each framework's run")
+    parser.add_argument("--sandbox-seconds", type=float, default=20.0)
+    args = parser.parse_args()
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    figures = {"sampler": sampler(), "step_seconds": step_seconds(out, args.steps),
+               "sandbox": sandbox(args.sandbox_seconds), "loss_overhead": loss_overhead(), "ranks": ranks_parity(out)}
+    table = goals(figures)
+    (out / "figures.json").write_text(json.dumps({"figures": figures, "goals": [asdict(g) for g in table]}, indent=2))
+    (out / "summary.md").write_text(markdown(table) + "\n")
+    print(markdown(table))
+
+
+if __name__ == "__main__":
+    main()
