@@ -2,7 +2,8 @@
 cluster is already running (two raylets on this machine, one trainer slot each, so the ranks land on different
 nodes) and ``RAY_ADDRESS`` names it; ``agentrl run --ranks 2 --nodes 2`` joins it. The run must train, leave a
 checkpoint of two FSDP shards, merge them into the final weights and write the report. That the two ranks compute
-the one-rank numbers is the parity's to show (``test_parity.py``, two ranks)."""
+the one-rank numbers is shown twice: the parity through verl's own loss (``test_parity.py``, two ranks) and, below,
+the real engine's steps against a one-rank run's on the same episodes."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
@@ -53,3 +55,30 @@ def test_two_ranks_on_two_nodes_train_and_report(tmp_path, model_dir):
     assert joined is not None and joined.keys() <= final.keys()
     assert all(final[name].dtype == torch.float32 and torch.equal(final[name], joined[name]) for name in joined), \
         "the final weights are the two ranks' shards joined, in float32 as trained"
+
+
+def test_two_ranks_train_exactly_the_one_rank_steps_when_they_sample_the_same_episodes(tmp_path, model_dir):
+    """The real engine, not an emulation: with one rollout server for both ranks (rollout tensor parallel size 2,
+    a setting of the user's own command), two ranks sample the one-rank run's episodes, and verl's global gradient
+    norm, loss and the next step's episodes (sampled from the updated weights) agree with the one-rank run's."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PATH": f"{Path(sys.executable).parent}{os.pathsep}"
+                                                         f"{os.environ['PATH']}"}
+    env.pop("RAY_ADDRESS", None)
+    logged = {}
+    for ranks, extra in ((1, []), (2, ["actor_rollout_ref.rollout.tensor_model_parallel_size=2"])):
+        run = RunDir(tmp_path / f"ranks{ranks}")
+        prepare = subprocess.run(
+            [sys.executable, "-m", "agentrl_plugins", "verl", "prepare", "deepswe_grpopp", "--profile", "laptop",
+             "--cpu", "--ranks", str(ranks), "--model", str(model_dir), "--run-dir", str(run.path),
+             *[arg for key, value in OVERRIDES.items() for arg in ("-o", f"{key}={value}")]],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        assert prepare.returncode == 0, prepare.stderr[-3000:]
+        done = subprocess.run(["bash", str(run.path / "main_ppo.sh"), *extra], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+        logged[ranks] = verl_metrics(run.path / VERL_METRICS_FILE)
+    for step in (1, 2):
+        one, two = logged[1][step], logged[2][step]
+        assert two["response_length/mean"] == one["response_length/mean"], "the same episodes at every step"
+        for key in ("actor/grad_norm", "actor/pg_loss", "actor/entropy"):
+            assert two[key] == pytest.approx(one[key], rel=1e-5, abs=1e-7), (step, key)
