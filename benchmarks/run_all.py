@@ -14,7 +14,8 @@ shares the CPUs with another:
 5. beyond one rank: ``agentrl compare deepswe_grpopp --parity --ranks 2`` through verl and OpenRLHF.
 
 Prints progress on stderr, then one table of goals (measured, target, met) on stdout; writes the table to
-``OUT/summary.md`` and every figure to ``OUT/figures.json``.
+``OUT/summary.md`` and every figure to ``OUT/figures.json``. Each part's figures are kept in ``OUT/PART.json``:
+a part an earlier run finished is read back (delete its file to measure it again).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 FRAMEWORKS = ("trl", "verl", "openrlhf")
@@ -66,9 +67,22 @@ def run(label: str, command: list[str], cwd: Path = ROOT,
 
 
 def json_out(done: subprocess.CompletedProcess) -> Any:
-    """The JSON document a benchmark printed on stdout."""
-    text = done.stdout
-    return json.loads(text[min(i for i in (text.find("["), text.find("{")) if i >= 0):])
+    """The JSON document a benchmark printed on stdout (indented, from its first line ``[`` or ``{`` on; libraries
+    may print log lines before it)."""
+    lines = done.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line in ("[", "{"))
+    return json.loads("\n".join(lines[start:]))
+
+
+def part(out: Path, name: str, measure: Callable[[], Any]) -> Any:
+    """One part's figures: read back from ``OUT/NAME.json`` when an earlier run left them, else measured."""
+    path = out / f"{name}.json"
+    if path.is_file():
+        print(f"[{name}] read back from {path}", file=sys.stderr, flush=True)
+        return json.loads(path.read_text())
+    figures = measure()
+    path.write_text(json.dumps(figures, indent=2))
+    return figures
 
 
 def sampler() -> dict[str, Any]:
@@ -154,8 +168,11 @@ def main() -> None:
     args = parser.parse_args()
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    figures = {"sampler": sampler(), "step_seconds": step_seconds(out, args.steps),
-               "sandbox": sandbox(args.sandbox_seconds), "loss_overhead": loss_overhead(), "ranks": ranks_parity(out)}
+    measures: dict[str, Callable[[], Any]] = {
+        "sampler": sampler, "step_seconds": lambda: step_seconds(out, args.steps),
+        "sandbox": lambda: sandbox(args.sandbox_seconds), "loss_overhead": loss_overhead,
+        "ranks": lambda: ranks_parity(out)}
+    figures = {name: part(out, name, measure) for name, measure in measures.items()}
     table = goals(figures)
     (out / "figures.json").write_text(json.dumps({"figures": figures, "goals": [asdict(g) for g in table]}, indent=2))
     (out / "summary.md").write_text(markdown(table) + "\n")

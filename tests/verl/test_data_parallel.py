@@ -1,9 +1,9 @@
 """Two data-parallel trainer ranks on a two-node Ray cluster, as a user who outgrows one machine runs verl: the
 cluster is already running (two raylets on this machine, one trainer slot each, so the ranks land on different
 nodes) and ``RAY_ADDRESS`` names it; ``agentrl run --ranks 2 --nodes 2`` joins it. The run must train, leave a
-checkpoint of two FSDP shards, join them into the final weights (float32, as trained) and write the report. That the two ranks compute
-the one-rank numbers is shown twice: the parity through verl's own loss (``test_parity.py``, two ranks) and, below,
-the real engine's steps against a one-rank run's on the same episodes."""
+checkpoint of two FSDP shards, join them into the final weights (float32, as trained) and write the report. That
+the two ranks compute the one-rank numbers is shown twice: the parity through verl's own loss (``test_parity.py``,
+two ranks) and, below, the real engine's steps against a one-rank run's on the same episodes."""
 
 from __future__ import annotations
 
