@@ -263,3 +263,13 @@ def test_a_layout_that_cannot_launch_is_refused_before_any_folder(deepswe, tmp_p
         launch.plan(deepswe, RunOptions(run_dir=tmp_path / "run", model=str(model_dir), ranks=ranks, nodes=nodes,
                                         extra={"cpu": True}))
     assert not (tmp_path / "run").exists()
+
+
+def test_a_resumed_run_keeps_its_ranks_and_refuses_others(deepswe, tmp_path, monkeypatch, model_dir):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    run = RunDir(tmp_path / "run")
+    run.create(deepswe, "verl", {"model_path": str(model_dir), "ranks": 2, "nodes": 1})
+    resumed = launch.plan(deepswe, RunOptions(resume=run.path, extra={"cpu": True}))
+    assert (resumed.paths.nodes, resumed.paths.n_gpus) == (1, 2)
+    with pytest.raises(AgentRLError, match="trained on 2 ranks.*resume it without --ranks"):
+        launch.plan(deepswe, RunOptions(resume=run.path, ranks=1, extra={"cpu": True}))

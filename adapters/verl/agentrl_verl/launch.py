@@ -83,6 +83,9 @@ def launch_paths(recipe: Recipe, options: RunOptions, prepare: bool = False) -> 
     started = RunDir(run_dir).run_info() if options.resume else {}
     model = started.get("model_path") or run_model(recipe, options.model, prepare=prepare)
     if started.get("ranks"):
+        if options.ranks not in (None, started["ranks"]):
+            raise AgentRLError(f"{run_dir} was trained on {started['ranks']} ranks, and verl's checkpoint holds one "
+                               f"shard per rank: resume it without --ranks (or with --ranks {started['ranks']})")
         options = dataclasses.replace(options, ranks=started["ranks"], nodes=started.get("nodes", 1))
     per_node = options.ranks_per_node(1 if on_cpu(options) else max(torch.cuda.device_count(), 1))
     return run_paths(recipe, run_dir, str(model), per_node, options.report_to, options.nodes)
