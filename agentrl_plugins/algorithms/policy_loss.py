@@ -37,13 +37,6 @@ class PolicyLossResult:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
-def clip_binds(ratio: Tensor, advantages: Tensor, clip_low: float, clip_high: float) -> Tensor:
-    """Per token, whether the PPO clip binds: the ratio below ``1 - clip_low`` where the advantage is
-    negative, or above ``1 + clip_high`` where it is positive (``advantages`` broadcasts against ``ratio``).
-    The ``clip_fraction`` figure of every framework is its share of the loss tokens."""
-    return ((ratio < 1 - clip_low) & (advantages < 0)) | ((ratio > 1 + clip_high) & (advantages > 0))
-
-
 def _shares(on: Tensor, **hits: Tensor) -> dict[str, float]:
     """For each of ``hits``, the share of the masked-in tokens where it holds (0 with none), as an exact ratio
     of counts; one host sync for all of them."""
@@ -52,8 +45,13 @@ def _shares(on: Tensor, **hits: Tensor) -> dict[str, float]:
     return {name: count / max(total, 1) for name, count in zip(hits, hit_counts)}
 
 
-def _clipped(ratio: Tensor, advantages: Tensor, clip_low: float, clip_high: float) -> Tensor:
-    return torch.maximum(-advantages * ratio, -advantages * ratio.clamp(1 - clip_low, 1 + clip_high))
+def _clipped(ratio: Tensor, advantages: Tensor, clip_low: float, clip_high: float) -> tuple[Tensor, Tensor]:
+    """max(-A*r, -A*clip(r, 1 - clip_low, 1 + clip_high)) per token, and where the clip binds: the clipped term
+    above the other, i.e. the ratio below ``1 - clip_low`` where A < 0 or above ``1 + clip_high`` where A > 0
+    (``advantages`` broadcasts against ``ratio``). The ``clip_fraction`` figure of every framework is its share of
+    the loss tokens."""
+    unclipped, clipped = -advantages * ratio, -advantages * ratio.clamp(1 - clip_low, 1 + clip_high)
+    return torch.maximum(unclipped, clipped), clipped > unclipped
 
 
 def clipped_surrogate(
@@ -80,7 +78,7 @@ def clipped_surrogate(
     on = mask.to(torch.bool)
     adv = advantages.unsqueeze(-1) if advantages.dim() == 1 else advantages
     ratio = (logp - old_logp).clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND).exp()
-    loss = _clipped(ratio, adv, clip_low, clip_high)
+    loss, binds = _clipped(ratio, adv, clip_low, clip_high)
     dual_hit = torch.zeros_like(on)
     if clip_c is not None:
         bound = -adv * clip_c
@@ -89,7 +87,7 @@ def clipped_surrogate(
     if weights is not None:
         loss = loss * weights.detach()
     return PolicyLossResult(torch.where(on, loss, 0.0), _shares(
-        on, clip_fraction=clip_binds(ratio, adv, clip_low, clip_high), dual_clip_fraction=dual_hit))
+        on, clip_fraction=binds, dual_clip_fraction=dual_hit))
 
 
 def ppo_clip(inputs: PolicyLossInputs, *, clip_low: float, clip_high: float, clip_c: float | None) -> PolicyLossResult:
@@ -117,10 +115,8 @@ def gspo(inputs: PolicyLossInputs, *, clip_low: float, clip_high: float) -> Poli
     log_s = sequence_log_ratio(inputs.logp, inputs.old_logp, inputs.mask).detach()[:, None]
     log_ratio = (log_s + inputs.logp - inputs.logp.detach()).clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND)
     ratio = log_ratio.exp()
-    loss = _clipped(ratio, inputs.advantages, clip_low, clip_high) * inputs.weights.detach()
-    return PolicyLossResult(torch.where(on, loss, 0.0), {
-        **_shares(on, clip_fraction=clip_binds(ratio, inputs.advantages, clip_low, clip_high)),
-    })
+    loss, binds = _clipped(ratio, inputs.advantages, clip_low, clip_high)
+    return PolicyLossResult(torch.where(on, loss * inputs.weights.detach(), 0.0), _shares(on, clip_fraction=binds))
 
 
 def cispo(inputs: PolicyLossInputs, *, clip_high: float) -> PolicyLossResult:

@@ -1,5 +1,5 @@
 """The step figures, by their one definition (:class:`StepMetrics`): the core's parity reference computes
-them (the clip with :func:`~agentrl_plugins.algorithms.policy_loss.clip_binds`, means with
+them (the clip as the recipe's policy loss counts it, :mod:`~agentrl_plugins.algorithms.policy_loss`, means with
 :func:`loss_token_mean`), and each adapter's parity side checks that its recorder, reading the framework's
 own outputs, gets the same numbers."""
 

@@ -16,9 +16,9 @@ class StepMetrics:
     ``train_reward`` (mean verifier reward), ``hacked_fraction`` and ``filtered_fraction`` (episodes
     compact-filtered out of the loss). Over the step's loss tokens (the policy's tokens of the kept
     episodes, a correction's rejected tokens included): ``clip_fraction`` (tokens where the PPO clip
-    binds, :func:`~agentrl_plugins.runs.figures.clip_binds`), ``is_capped_fraction`` (tokens whose
-    correction weight was capped or rejected), ``entropy`` (the policy's mean per-token entropy) and
-    ``policy_tokens`` (their count). The parity check holds each adapter's figures to these
+    binds: the ratio below 1 - clip_low where A < 0, or above 1 + clip_high where A > 0),
+    ``is_capped_fraction`` (tokens whose correction weight was capped or rejected), ``entropy`` (the policy's
+    mean per-token entropy) and ``policy_tokens`` (their count). The parity check holds each adapter's figures to these
     definitions (:mod:`agentrl_plugins.runs.figures`). Over the step's training episodes again, filtered
     ones included (:func:`~agentrl_plugins.runs.figures.episode_figures`): the mean policy tokens of the
     honest successes (``success_tokens``) and of the other episodes (``failure_tokens``), and the mean
