@@ -7,8 +7,8 @@ shares the CPUs with another:
 
 1. rollouts: ``benchmarks/bench_sampler.py`` (continuous batching and cache reuse against a static batch);
 2. seconds per step: ``agentrl run deepswe_grpopp`` for TRL, verl and OpenRLHF on the laptop profile,
-   ``--steps`` steps each; the mean of ``metrics.jsonl``'s ``seconds`` over the training steps, and the time
-   the run spends outside its steps and evaluations (start-up, Ray, the final export);
+   ``--steps`` steps each; the mean of ``metrics.jsonl``'s ``seconds`` over the training steps, and the start-up
+   (from the command to its step-0 row, less that row's evaluation);
 3. the sandbox: ``envs/bugfix_gym/benchmarks/bench_gym.py`` (p50 of a sandboxed test run, each layer's cost);
 4. plugin overhead: ``adapters/openrlhf/benchmarks/bench_loss_overhead.py`` (the injected loss / OpenRLHF's);
 5. beyond one rank: ``agentrl compare deepswe_grpopp --parity --ranks 2`` through verl and OpenRLHF.
@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 FRAMEWORKS = ("trl", "verl", "openrlhf")
-TARGETS = {"sampler_ratio_32": 2.0, "step_ratio": 1.3, "outside_steps_s": 35.0, "sandbox_p50_ms": 1.0,
+TARGETS = {"sampler_ratio_32": 2.0, "step_ratio": 1.3, "startup_s": 35.0, "sandbox_p50_ms": 1.0,
            "loss_ratio": 1.05}
 """The issue's goals: episodes/s at 32 concurrent episodes x2, s/step within 1.3x of TRL's, verl's 70 s before
 its first step halved, a 1 ms sandbox, plugin overhead within 5%."""
@@ -94,19 +94,30 @@ def sampler() -> dict[str, Any]:
 
 
 def step_seconds(out: Path, steps: int) -> dict[str, dict[str, float]]:
-    """Each framework's mean training-step seconds and the seconds its run spent outside steps and evaluations."""
+    """Each framework's mean training-step seconds, and its start-up: from the command's start to its step-0 row
+    in ``metrics.jsonl`` (watched as the run writes it), less that row's evaluation."""
     figures = {}
     for framework in FRAMEWORKS:
         folder = out / f"run-{framework}"
-        started = time.monotonic()
-        run(f"s/step {framework}", [python_of(framework), "-m", "agentrl_plugins", "run", "deepswe_grpopp",
-                                    "--framework", framework, "--steps", str(steps), "-o",
-                                    f"train.eval_every={steps}", "--out", str(folder)], cwd=out)
-        wall = time.monotonic() - started
+        command = [python_of(framework), "-m", "agentrl_plugins", "run", "deepswe_grpopp", "--framework", framework,
+                   "--steps", str(steps), "-o", f"train.eval_every={steps}", "--out", str(folder)]
+        print(f"[s/step {framework}] {' '.join(command[:6])} ...", file=sys.stderr, flush=True)
+        log = out / f"run-{framework}.log"
+        started, first_row = time.monotonic(), None
+        with log.open("w") as sink, subprocess.Popen(command, cwd=out, stdout=sink, stderr=subprocess.STDOUT) as proc:
+            while proc.poll() is None:
+                if first_row is None and (folder / "metrics.jsonl").is_file() and \
+                        (folder / "metrics.jsonl").read_text().strip():
+                    first_row = time.monotonic() - started
+                time.sleep(0.2)
+        if proc.returncode != 0 or first_row is None:
+            raise SystemExit(f"s/step {framework} failed (exit {proc.returncode}), see {log}:\n"
+                             f"{log.read_text()[-3000:]}")
         rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
-        trained = [row["seconds"] for row in rows if row["step"] > 0]
-        inside = sum(row["seconds"] + (row["eval_seconds"] or 0.0) for row in rows)
-        figures[framework] = {"s_per_step": statistics.mean(trained), "wall_s": wall, "outside_steps_s": wall - inside}
+        wall = time.monotonic() - started
+        print(f"[s/step {framework}] {wall:.0f} s", file=sys.stderr, flush=True)
+        figures[framework] = {"s_per_step": statistics.mean(row["seconds"] for row in rows if row["step"] > 0),
+                              "startup_s": first_row - (rows[0]["eval_seconds"] or 0.0), "wall_s": wall}
     return figures
 
 
@@ -141,9 +152,8 @@ def goals(figures: dict[str, Any]) -> list[Goal]:
         seconds = steps[name]["s_per_step"]
         rows.append(Goal(f"s/step {name} / TRL", f"{seconds / trl:.2f}x ({seconds:.1f} s / {trl:.1f} s)",
                          f"<= {TARGETS['step_ratio']:g}x", seconds / trl <= TARGETS["step_ratio"]))
-    rows += [Goal("verl: seconds outside steps and evaluations", f"{steps['verl']['outside_steps_s']:.0f} s",
-                  f"<= {TARGETS['outside_steps_s']:g} s (70 s halved)",
-                  steps["verl"]["outside_steps_s"] <= TARGETS["outside_steps_s"]),
+    rows += [Goal("verl: start-up, to its first evaluation", f"{steps['verl']['startup_s']:.0f} s",
+                  f"<= {TARGETS['startup_s']:g} s (70 s halved)", steps["verl"]["startup_s"] <= TARGETS["startup_s"]),
              Goal("sandbox: p50 of a sandboxed clamp test run", f"{box['p50_ms']:.2f} ms "
                   f"({box['p50_ms'] / box['in_process_ms']:.0f}x in process)", f"<= {TARGETS['sandbox_p50_ms']:g} ms",
                   box["p50_ms"] <= TARGETS["sandbox_p50_ms"]),
