@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from agentrl_plugins.cli import build_app
 from agentrl_plugins.compare.batch import (
     VERSION,
     ByDesign,
+    ParityBatch,
     ParityFormatError,
     ParityResult,
     read_input,
@@ -199,3 +201,13 @@ def test_a_side_whose_adapter_refuses_the_recipe_says_why_without_a_traceback(tm
     fake.chmod(0o755)
     with pytest.raises(FrameworkEnvError, match=r"^verl refuses the recipe: deepswe_grpopp: advantage.estimator"):
         run_side(FrameworkEnv("verl", fake, "test"), path, tmp_path / "o.json")
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_every_rank_trains_on_every_group_and_every_row_is_trained_once(batch, ranks):
+    split = dataclasses.replace(batch, ranks=ranks)
+    rows = split.rank_rows()
+    assert sorted(torch.cat(rows).tolist()) == list(range(len(batch.rewards)))
+    assert all(set(batch.group_ids[r].tolist()) == set(batch.group_ids.tolist()) for r in rows), \
+        "every group's members sit on different ranks, the case a per-rank group statistic gets wrong"
+    assert ParityBatch.from_dict(split.to_dict()).ranks == ranks

@@ -83,6 +83,11 @@ class RunPaths:
     ranks_per_node: int = 1
     """Data-parallel trainer ranks on each node (``--actor.num_gpus_per_node``)."""
 
+    @property
+    def ranks(self) -> int:
+        """Trainer ranks over every node."""
+        return self.nodes * self.ranks_per_node
+
 
 def native_correction(recipe: Recipe) -> dict[str, Any] | None:
     """OpenRLHF's ``is_correction_*`` flags that compute the recipe's correction exactly, or None."""
@@ -131,7 +136,7 @@ def launch_flags(recipe: Recipe, paths: RunPaths, backend: str = "gpu") -> dict[
         "ckpt.output_dir": str(paths.final),
         **(cpu_cluster_flags(recipe, paths.nodes, paths.ranks_per_node) if backend == "cpu" else
            {"actor.num_nodes": paths.nodes, "actor.num_gpus_per_node": paths.ranks_per_node,
-            "vllm.num_engines": paths.nodes * paths.ranks_per_node, **CLUSTER_FLAGS}),
+            "vllm.num_engines": paths.ranks, **CLUSTER_FLAGS}),
     }
     if paths.tensorboard is not None:
         flags["logger.tensorboard_dir"] = str(paths.tensorboard)
@@ -147,7 +152,7 @@ def train_flags(recipe: Recipe, paths: RunPaths, backend: str = "gpu") -> dict[s
 def launch_env(paths: RunPaths, backend: str = "gpu") -> dict[str, str]:
     """The runtime-env hook, the recipe and the run folder for every process; the CPU backend's variables."""
     env = {"RAY_RUNTIME_ENV_HOOK": RUNTIME_ENV_HOOK, RECIPE_ENV: str(paths.recipe), RUN_DIR_ENV: str(paths.folder)}
-    cpu = cpu_env(paths.nodes * paths.ranks_per_node, ray_address() is not None) if backend == "cpu" else {}
+    cpu = cpu_env(paths.ranks, ray_address() is not None) if backend == "cpu" else {}
     return {**env, **cpu}
 
 

@@ -70,7 +70,7 @@ def prepare(recipe: Recipe, run: RunDir, paths: RunPaths, command: list[str]) ->
     """Write the run folder, the prompt datasets (the recipe's environment with its options) and
     ``train_ppo_ray.sh``; returns the script."""
     run.create(recipe, FRAMEWORK, {"model": str(paths.model), "model_path": str(paths.model), "command": command,
-                                   "ranks": paths.nodes * paths.ranks_per_node, "nodes": paths.nodes})
+                                   "ranks": paths.ranks, "nodes": paths.nodes})
     env = build_environment(recipe.environment)
     try:
         write_jsonl(dataset_rows(env, recipe, recipe.environment.train_split), paths.train_data)

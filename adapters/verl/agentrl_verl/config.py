@@ -66,6 +66,11 @@ class LaunchPaths:
     loggers: tuple[str, ...] = ("console",)
     nodes: int = 1
 
+    @property
+    def ranks(self) -> int:
+        """Trainer ranks over every node."""
+        return self.nodes * self.n_gpus
+
 
 def run_paths(recipe: Recipe, run_dir: Path | None, model: str, n_gpus: int = 1,
               loggers: tuple[str, ...] = (), nodes: int = 1) -> LaunchPaths:

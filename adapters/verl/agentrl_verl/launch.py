@@ -101,7 +101,7 @@ def plan(recipe: Recipe, options: RunOptions, prepare: bool = False) -> Launch:
     overrides = hydra_overrides(recipe, paths)
     env = {}
     if on_cpu(options):
-        overrides.update(cpu_overrides(recipe.train.seed, paths.nodes * paths.n_gpus, ray_address() is not None))
+        overrides.update(cpu_overrides(recipe.train.seed, paths.ranks, ray_address() is not None))
         env[cpu.PLATFORM_ENV] = cpu.PLATFORM
     if options.resume is not None:
         overrides["trainer.resume_mode"] = "auto"
@@ -122,7 +122,7 @@ def prepare(recipe: Recipe, options: RunOptions) -> Launch:
     if options.resume is None:
         launch.run.create(recipe, FRAMEWORK, {"model": options.model or recipe.train.model,
                                               "model_path": launch.paths.model,
-                                              "ranks": launch.paths.nodes * launch.paths.n_gpus,
+                                              "ranks": launch.paths.ranks,
                                               "nodes": launch.paths.nodes})
         write_dataset(launch.paths.data_dir, recipe.environment)
         launch.write_script()
