@@ -1,7 +1,7 @@
 """The framework versions an adapter supports, declared once and checked where the adapter is imported.
 
 An adapter declares its range as the extra named after its framework (``agentrl-trl[trl]`` requires
-``trl>=1.16,<1.17``). The framework is not a hard dependency, so installing the adapter into an existing
+``trl>=1.10,!=1.15.*,<1.17``). The framework is not a hard dependency, so installing the adapter into an existing
 setup never upgrades or downgrades the user's framework; a version outside the range is an
 :class:`UnsupportedFrameworkError` that names the range and what to run instead.
 """

@@ -116,3 +116,22 @@ ensure_trl_env() {
     ensure_user_env trl - ".[test,report,hf]" "envs/bugfix_gym[agent]" "models/tinyagent[warmstart]" "adapters/trl[trl]" \
         -- tensorboard wandb hatchling editables
 }
+
+# The oldest TRL release agentrl-trl's [trl] extra allows (its range's lower bound).
+oldest_trl() {
+    ensure_core_env
+    "$ROOT/.venvs/core/bin/python" - "$ROOT/adapters/trl/pyproject.toml" <<'EOF'
+import sys, tomllib
+from packaging.requirements import Requirement
+(line,) = tomllib.load(open(sys.argv[1], "rb"))["project"]["optional-dependencies"]["trl"]
+(lower,) = [clause.version for clause in Requirement(line).specifier if clause.operator == ">="]
+print(lower)
+EOF
+}
+
+# A user's TRL setup at the oldest supported release: that TRL installed as the user has it, then the
+# project's wheels without the [trl] extra (which would bring the newest).
+ensure_trl_oldest_env() {
+    ensure_user_env trl-oldest - ".[test,report,hf]" "envs/bugfix_gym[agent]" models/tinyagent adapters/trl \
+        -- "trl==$(oldest_trl)" datasets tensorboard wandb hatchling editables
+}

@@ -1,6 +1,6 @@
 """Reduce a per-token loss [B, T] to a scalar, as verl 0.9.1 ``agg_loss`` does for one micro-batch.
 
-TRL 1.16 ``loss_type`` correspondences, exact only with one micro-batch on one process
+TRL 1.10-1.16 ``loss_type`` correspondences, exact only with one micro-batch on one process
 (no gradient accumulation, ``steps_per_generation=1``) and no fully masked row:
 ``bnpo`` and ``dapo`` = token-mean; ``grpo`` = seq-mean-token-mean; ``dr_grpo`` =
 seq-mean-token-sum-norm with norm_constant = ``max_completion_length``. TRL's ``grpo``

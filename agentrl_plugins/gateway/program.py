@@ -8,6 +8,7 @@ import threading
 import time
 from typing import Any
 
+from agentrl_plugins.agent_command import AgentCommandError, AgentCommandTimeout
 from agentrl_plugins.environment import AgentLink, AgentProgramSuite, VerifierFn
 from agentrl_plugins.episode import Generate
 from agentrl_plugins.gateway.recorder import Segment
@@ -63,7 +64,8 @@ async def play_agent_program(gateway: Gateway, suite: AgentProgramSuite, task: T
     """One episode of ``task`` played by ``suite``'s agent program through ``gateway``, sampled by ``generate``.
 
     A program that raises ends the episode as ``error``, one that never calls the model as ``error`` with no
-    tokens, one that does not return within the time budget (and ``GRACE_S``) as ``timeout`` (its later calls
+    tokens, one that does not return within the time budget (and ``GRACE_S``; a process, within the budget) as
+    ``timeout`` (its later calls
     are refused); a limit the gateway enforces (``max_turns``, ``max_context``, ``timeout``) is the termination
     whatever the program does next. The verifier judges what the program returned.
     """
@@ -79,9 +81,13 @@ async def play_agent_program(gateway: Gateway, suite: AgentProgramSuite, task: T
     hung = False
     try:
         outcome = await asyncio.wait_for(asyncio.shield(done), limits.timeout_s + GRACE_S)
+    except AgentCommandTimeout as raised:  # a program run as a process, killed at its budget
+        hung, error = True, str(raised)
     except TimeoutError:
         hung = True
         error = f"the agent program did not return within {limits.timeout_s + GRACE_S:g} s"
+    except AgentCommandError as raised:  # a process's failure, already said in full
+        error = str(raised)
     except Exception as raised:
         error = f"the agent program raised {raised!r}"
     finally:

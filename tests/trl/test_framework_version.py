@@ -17,21 +17,40 @@ from agentrl_plugins.framework_versions import supported_range
 from agentrl_plugins.testing import fresh_environment
 
 PYPROJECT = Path(__file__).parents[2] / "adapters" / "trl" / "pyproject.toml"
-OLD_TRL = "1.15.0"  # the release before the range: its GRPOTrainer needs Triton, so it cannot train on a CPU
+OLD_TRL = "1.9.2"  # before the range: its token-level luspo loss (seq-mean-token-sum here) is no token sum
+EXCLUDED_TRL = "1.15.0"  # inside the bounds, left out: its GRPOTrainer needs Triton, so it cannot train on a CPU
+TESTED_TRL = ("1.10.0", "1.16.0")  # the oldest and the newest: scripts/test runs tests/trl on both
 
 
-@pytest.fixture(scope="module")
-def old_trl(tmp_path_factory) -> Path:
-    """A fresh environment over this one with TRL 1.15.0 installed in it (shadowing this environment's), and
-    without the old setuptools of its own that would shadow this environment's."""
-    python = fresh_environment(tmp_path_factory.mktemp("old-trl"))
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", f"trl=={OLD_TRL}"], check=True)
+def trl_environment(tmp_path_factory, version: str) -> Path:
+    """A fresh environment over this one with TRL ``version`` installed in it (shadowing this environment's),
+    and without the old setuptools of its own that would shadow this environment's."""
+    python = fresh_environment(tmp_path_factory.mktemp(f"trl-{version}"))
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", f"trl=={version}"], check=True)
     subprocess.run([str(python), "-m", "pip", "uninstall", "-q", "-y", "setuptools"], check=True)
     return python
 
 
-def test_the_range_is_the_adapters_trl_extra_and_excludes_the_old_release():
-    assert not supported_range("agentrl-trl", "trl").specifier.contains(OLD_TRL)
+@pytest.fixture(scope="module")
+def old_trl(tmp_path_factory) -> Path:
+    return trl_environment(tmp_path_factory, OLD_TRL)
+
+
+def test_the_range_is_the_adapters_trl_extra_from_the_oldest_to_the_newest_tested_release():
+    specifier = supported_range("agentrl-trl", "trl").specifier
+    assert all(specifier.contains(version) for version in TESTED_TRL)
+    assert not specifier.contains(OLD_TRL) and not specifier.contains(EXCLUDED_TRL)
+
+
+def test_this_environment_runs_a_tested_trl_release():
+    """scripts/test runs these tests on the range's two ends; a new release in the range must be added here."""
+    assert importlib.metadata.version("trl") in TESTED_TRL
+
+
+def test_the_release_left_out_of_the_range_is_refused_where_the_adapter_is_imported(tmp_path_factory):
+    python = trl_environment(tmp_path_factory, EXCLUDED_TRL)
+    done = subprocess.run([str(python), "-c", "import agentrl_trl"], capture_output=True, text=True)
+    assert done.returncode == 1 and f"this environment has trl {EXCLUDED_TRL}, which was left as it was" in done.stderr
 
 
 def test_importing_the_adapter_under_an_old_trl_says_which_trl_it_supports(old_trl):

@@ -18,5 +18,6 @@ def _parity():
 
 @hookimpl
 def agentrl_register_adapters(register):
-    register(Adapter("trl", _adapter, "TRL 1.16 GRPOTrainer with an episode-runner rollout_func (CPU or vLLM).",
+    register(Adapter("trl", _adapter,
+                     "TRL GRPOTrainer (1.10 to 1.16) with an episode-runner rollout_func (CPU or vLLM).",
                      parity=_parity))

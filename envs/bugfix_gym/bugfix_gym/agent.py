@@ -1,4 +1,5 @@
-"""The BugFix gym played by an agent program: a plain loop over the ``openai`` client and the gym's tools.
+"""The BugFix gym played by an agent program: a plain loop over the ``openai`` client and the gym's tools, or a
+user's own program run as a process.
 
 This is what a user's own agent looks like to the project: it gets a base URL, an API key and a task, keeps its
 own conversation, calls ``chat.completions``, runs the tool the model asked for, and returns the submission. It
@@ -13,10 +14,13 @@ import functools
 import importlib.util
 from typing import Any
 
+from agentrl_plugins.agent_command import AgentCommand, AgentCommandError, outcome_field
 from agentrl_plugins.environment import AgentLink
 from agentrl_plugins.gateway import EPISODE_END_HEADER
 
 from bugfix_gym.env import BugFixGym, Submission
+from bugfix_gym.family import Family
+from bugfix_gym.grammar import MAX_WRITE_CHARS
 
 
 @functools.lru_cache(maxsize=8)
@@ -56,16 +60,39 @@ def play(link: AgentLink, gym: BugFixGym) -> Submission:
         session.close()
 
 
-class BugFixAgentGym(BugFixGym):
-    """The BugFix gym whose episodes :func:`play` plays through the gateway (environment ``bugfix_agent``); takes
-    the options of :class:`~bugfix_gym.env.BugFixGym`."""
+def program_input(family: Family) -> dict[str, Any]:
+    """What a program run as a process is given for a task (``input`` on its stdin): the issue, the function's
+    name and buggy source, its public tests, and the source each edit op of the menu would make."""
+    return {"function": family.function, "source": family.buggy,
+            "public_tests": [{"args": list(case.args), "expected": case.expected} for case in family.public_tests],
+            "edits": {op.name: op.apply(family.buggy) for op in family.ops}}
 
-    def __init__(self, **options: Any):
+
+def program_submission(family: Family, outcome: dict[str, Any], run_tests: Any) -> Submission:
+    """A process's outcome, ``{"source": str, "submitted": bool (default true)}``, as the verifier's submission."""
+    source = outcome_field(outcome, "source", str)
+    if len(source) > MAX_WRITE_CHARS:
+        raise AgentCommandError(f"the agent program's source has {len(source)} characters; at most "
+                                f"{MAX_WRITE_CHARS} are judged")
+    return Submission(family, source, outcome_field(outcome, "submitted", bool, True), run_tests)
+
+
+class BugFixAgentGym(BugFixGym):
+    """The BugFix gym played by an agent program through the gateway (environment ``bugfix_agent``): the shipped
+    loop (:func:`play`), or with ``command`` the user's own program run as a process
+    (:mod:`agentrl_plugins.agent_command`; given :func:`program_input`, answering as :func:`program_submission`
+    reads). Takes the options of :class:`~bugfix_gym.env.BugFixGym` too."""
+
+    def __init__(self, command: str | list[str] | None = None, **options: Any):
         missing = [name for name in ("openai", "starlette", "uvicorn") if importlib.util.find_spec(name) is None]
         if missing:
             raise ImportError(f"environment 'bugfix_agent' needs {', '.join(missing)}: "
                               "pip install 'agentrl-bugfix-gym[agent]'")
+        self.command = None if command is None else AgentCommand.parse(command)
         super().__init__(**options)
 
     def run_agent(self, link: AgentLink) -> Submission:
-        return play(link, self)
+        if self.command is None:
+            return play(link, self)
+        family = self.family(link.task.family)
+        return program_submission(family, self.command.run(link, program_input(family)), self.run_tests)

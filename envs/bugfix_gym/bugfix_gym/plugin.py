@@ -14,7 +14,8 @@ def agentrl_register_environments(register):
     register(Environment("bugfix", BugFixGym, "Small Python functions with one bug each; tools read/test/edit/submit.",
                          turn_states=True))
     register(Environment("bugfix_agent", _agent_gym,
-                         "The BugFix tasks played by an agent program (an openai-client loop) through the gateway."))
+                         "The BugFix tasks played by an agent program through the gateway: the shipped openai-client "
+                         "loop, or your own program with option command."))
 
 
 def _agent_gym(**options):
@@ -24,7 +25,10 @@ def _agent_gym(**options):
     return BugFixAgentGym(**options)
 
 
-_agent_gym.__signature__ = inspect.signature(BugFixGym)  # type: ignore[attr-defined]  # its options, checked by name
+_COMMAND = inspect.Parameter("command", inspect.Parameter.KEYWORD_ONLY, default=None)
+_agent_gym.__signature__ = inspect.signature(BugFixGym).replace(  # type: ignore[attr-defined]  # options by name
+    parameters=[_COMMAND, *(p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in
+                            inspect.signature(BugFixGym).parameters.values())])
 
 
 @hookimpl
