@@ -9,8 +9,11 @@ and test their distribution as a user installs it.
 from __future__ import annotations
 
 import dataclasses
+import json
+import struct
 import subprocess
 import sysconfig
+import time
 import venv
 from collections import Counter
 from contextlib import contextmanager
@@ -134,3 +137,67 @@ def local_ray_cluster(nodes: int, gpus_per_node: int, cpus_per_node: int = 8) ->
         yield cluster.address
     finally:
         cluster.shutdown()
+
+
+def tensorboard_scalars(folder: Path) -> dict[str, dict[int, float]]:
+    """Every scalar in the event files under ``folder``: tag -> step -> value (a later folder's win)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    scalars: dict[str, dict[int, float]] = {}
+    for events in sorted({path.parent for path in folder.rglob("events.out.tfevents.*")}):
+        accumulator = EventAccumulator(str(events))
+        accumulator.Reload()
+        for tag in accumulator.Tags()["scalars"]:
+            scalars.setdefault(tag, {}).update({e.step: e.value for e in accumulator.Scalars(tag)})
+    return scalars
+
+
+def wandb_records(path: Path) -> list[Any] | None:
+    """The protobuf ``Record``s of one ``.wandb`` file: a LevelDB-style log (a 7-byte ``:W&B`` header, 32 KiB
+    blocks of chunks, each with a 7-byte header: checksum, length, type 1 full / 2 first / 3 middle / 4 last;
+    W&B 0.31 ships no Python reader of its own). None while W&B's service is still writing it (a chunk cut short,
+    a record that does not parse yet)."""
+    from google.protobuf.message import DecodeError
+    from wandb.proto import wandb_internal_pb2
+
+    data = path.read_bytes()
+    if data[:4] != b":W&B":
+        return None
+    position, chunks, records = 7, [], []
+    while position + 7 <= len(data):
+        if 32768 - position % 32768 < 7:
+            position += 32768 - position % 32768
+            continue
+        _, length, kind = struct.unpack("<IHB", data[position:position + 7])
+        if position + 7 + length > len(data):
+            return None
+        chunks.append(data[position + 7:position + 7 + length])
+        position += 7 + length
+        if kind in (1, 4):
+            try:
+                records.append(wandb_internal_pb2.Record.FromString(b"".join(chunks)))
+            except DecodeError:
+                return None
+            chunks = []
+    return records
+
+
+def wandb_scalars(folder: Path, step_key: str = "train/global_step",
+                  timeout_s: float = 60.0) -> dict[str, dict[int, float]]:
+    """Every history value of the offline W&B run under ``folder``: key -> step (the history's ``step_key``:
+    TRL and OpenRLHF log ``train/global_step``, verl W&B's own ``_step``) -> value. W&B's service writes the file
+    after ``wandb.finish()`` returns: this reads it until it holds the run's exit record."""
+    deadline = time.monotonic() + timeout_s
+    (path,) = folder.glob("offline-run-*/run-*.wandb")
+    while (records := wandb_records(path)) is None or not any(
+            record.WhichOneof("record_type") == "exit" for record in records):
+        assert time.monotonic() < deadline, f"{path} holds no complete exit record after {timeout_s} s"
+        time.sleep(0.5)
+    scalars: dict[str, dict[int, float]] = {}
+    for record in records:
+        if record.WhichOneof("record_type") == "history":
+            row = {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item}
+            for key, value in row.items():
+                if isinstance(value, (int, float)) and step_key in row:
+                    scalars.setdefault(key, {})[int(row[step_key])] = value
+    return scalars

@@ -55,3 +55,20 @@ def test_a_logger_not_installed_says_how_to_install_it(monkeypatch):
         check_loggers(["trackio"])
     check_loggers([])
 
+
+
+def test_wandb_without_credentials_is_refused_before_it_would_stop_the_run_to_ask(monkeypatch, tmp_path):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "wandb" else real(name, *a))
+    for name in ("WANDB_API_KEY", "WANDB_MODE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "netrc"))
+    with pytest.raises(AgentRLError, match=r"W&B has no API key here\. Set WANDB_API_KEY .* WANDB_MODE=offline"):
+        check_loggers(["wandb"])
+    (tmp_path / "netrc").write_text("machine api.wandb.ai\n  login user\n  password k\n")
+    check_loggers(["wandb"])
+    monkeypatch.setenv("NETRC", str(tmp_path / "elsewhere"))
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    check_loggers(["wandb"])

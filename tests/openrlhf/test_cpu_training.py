@@ -1,6 +1,6 @@
 """A real two-step OpenRLHF 0.11.2 training on the BugFix gym, on a CPU, run as an OpenRLHF user runs it: the two
 commands ``agentrl run --framework openrlhf --dry-run`` prints (``agentrl openrlhf prepare``, then OpenRLHF's own
-command), in a shell, with ``--report-to tensorboard``: the first verbatim, the second through the
+command), in a shell, with ``--report-to tensorboard,wandb`` (W&B offline): the first verbatim, the second through the
 ``train_ppo_ray.sh`` the first writes (its last line is the printed command), with a flag of yours.
 
 The unmodified ``python -m openrlhf.cli.train_ppo_ray`` runs under the CPU backend: DeepSpeed on
@@ -25,12 +25,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from transformers import AutoModelForCausalLM
 
 from agentrl_plugins.algorithms import lr_multiplier
 from agentrl_plugins.runs.metrics import logged_figures
 from agentrl_plugins.runs.rundir import RunDir
+from agentrl_plugins.testing import tensorboard_scalars, wandb_scalars
 
 from agentrl_openrlhf.cpu import BACKEND_ENV
 from agentrl_openrlhf.cpu.weights import weights_digest
@@ -49,12 +49,13 @@ def test_two_real_openrlhf_steps_on_the_cpu_backend(tmp_path, tokenizer):
     initial.save_pretrained(tmp_path / "model")
     tokenizer.save_pretrained(tmp_path / "model")
     run = RunDir(tmp_path / "run")
-    env = {**os.environ, BACKEND_ENV: "cpu", "OMP_NUM_THREADS": "1",
+    env = {**os.environ, BACKEND_ENV: "cpu", "OMP_NUM_THREADS": "1", "WANDB_MODE": "offline",
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     dry = subprocess.run(
         [sys.executable, "-m", "agentrl_plugins", "run", "deepswe_grpopp", "--framework", "openrlhf",
          "--profile", "laptop", "--model", str(tmp_path / "model"), "--out", str(run.path), "--report-to",
-         "tensorboard", "--dry-run", *[arg for key, value in OVERRIDES.items() for arg in ("-o", f"{key}={value}")]],
+         "tensorboard,wandb", "--dry-run",
+         *[arg for key, value in OVERRIDES.items() for arg in ("-o", f"{key}={value}")]],
         capture_output=True, text=True, timeout=300, env=env)
     assert dry.returncode == 0, dry.stderr[-3000:]
     prepare, train = [line for line in dry.stdout.splitlines() if line and not line.startswith("#")]
@@ -99,19 +100,9 @@ def test_two_real_openrlhf_steps_on_the_cpu_backend(tmp_path, tokenizer):
 
     assert list((run.path / "tensorboard" / "mine").glob("events.out.tfevents.*")), \
         "your own flag (the run name OpenRLHF names its TensorBoard folder after) is kept"
-    scalars = tensorboard_scalars(run.path / "tensorboard")
-    for row in rows:
-        for name, value in logged_figures(row).items():
-            assert scalars[f"train/{name}"][row.step] == pytest.approx(value, rel=1e-6, abs=1e-6), (name, row.step)
-    assert "train/rollout/reward_mean" in scalars, "OpenRLHF's own figures are there too"
-
-
-def tensorboard_scalars(folder: Path) -> dict[str, dict[int, float]]:
-    """Every scalar in the event files under ``folder``: tag -> step -> value (later files win)."""
-    scalars: dict[str, dict[int, float]] = {}
-    for events in sorted({path.parent for path in folder.rglob("events.out.tfevents.*")}):
-        accumulator = EventAccumulator(str(events))
-        accumulator.Reload()
-        for tag in accumulator.Tags()["scalars"]:
-            scalars.setdefault(tag, {}).update({e.step: e.value for e in accumulator.Scalars(tag)})
-    return scalars
+    assert "from-WANDB_API_KEY" in train and "WANDB_DIR=" in train, "W&B is on, its key left to W&B"
+    for scalars in (tensorboard_scalars(run.path / "tensorboard"), wandb_scalars(run.path / "wandb")):
+        for row in rows:
+            for name, value in logged_figures(row).items():
+                assert scalars[f"train/{name}"][row.step] == pytest.approx(value, rel=1e-6, abs=1e-6), (name, row.step)
+        assert "train/rollout/reward_mean" in scalars, "OpenRLHF's own figures are there too"

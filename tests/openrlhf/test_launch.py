@@ -96,10 +96,27 @@ def test_the_dry_run_prints_the_prepare_step_first_and_prepare_writes_what_the_c
     assert (run / "train_ppo_ray.sh").read_text().splitlines()[-1] == f"exec {train} \"$@\""
 
 
-def test_loggers_openrlhf_cannot_take_from_agentrl_are_refused_with_what_to_do(tmp_path):
+def test_a_logger_openrlhf_lacks_is_refused_with_what_to_do(tmp_path):
     result = CliRunner().invoke(build_app(), ["run", "deepswe_grpopp", "--framework", "openrlhf", "--dry-run",
-                                              "--report-to", "wandb"])
-    assert result.exit_code != 0 and "--logger.wandb.key" in str(result.exception)
+                                              "--report-to", "trackio"])
+    assert result.exit_code != 0 and "use --report-to tensorboard or wandb" in str(result.exception)
+
+
+def test_wandb_is_switched_on_with_its_key_left_to_wandb(tmp_path, monkeypatch, model, tokenizer):
+    model.save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    for name in ("WANDB_API_KEY", "WANDB_MODE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
+    dry_run = ["run", "deepswe_grpopp", "--framework", "openrlhf", "--dry-run", "--model", str(tmp_path / "model"),
+               "--out", str(tmp_path / "run"), "--report-to", "wandb"]
+    refused = CliRunner().invoke(build_app(), dry_run)
+    assert refused.exit_code != 0 and "Set WANDB_API_KEY" in str(refused.exception)
+    monkeypatch.setenv("WANDB_API_KEY", "k" * 40)
+    printed = CliRunner().invoke(build_app(), dry_run)
+    assert printed.exit_code == 0, printed.output
+    assert "--logger.wandb.key from-WANDB_API_KEY" in printed.output and "k" * 40 not in printed.output
+    assert f"WANDB_DIR={tmp_path / 'run'}" in printed.output
 
 
 def test_the_cpu_backend_command_keeps_openrlhf_cli_and_adds_its_environment(tmp_path, monkeypatch):
@@ -203,3 +220,5 @@ def test_the_runtime_env_hook_carries_the_cpu_backends_variables_to_a_running_cl
     assert env_vars == {"NCCL_DEBUG": "WARN", BACKEND_ENV: "cpu", **WORKER_ENV}
     monkeypatch.setenv(BACKEND_ENV, "gpu")
     assert "DS_ACCELERATOR" not in runtime_env_hook({})["env_vars"], "a GPU run's workers keep their own"
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    assert runtime_env_hook({})["env_vars"]["WANDB_MODE"] == "offline", "the trainer actor logs as the launch asked"

@@ -5,8 +5,9 @@ through the ``main_ppo.sh`` the first writes (its last line is the printed comma
 The first, ``agentrl verl prepare``, writes the run folder (recipe, dataset, model); the second is verl's
 unmodified ``python -m verl.trainer.main_ppo`` with ``VERL_PLATFORM=cpu`` (agentrl-verl's cpu platform and
 ``agentrl_hf`` rollout server), whose recording ``sync`` trainer fills the run folder step by step and logs
-the agentrl figures to TensorBoard (``--report-to tensorboard``). The BugFix gym runs through the agent
-loop, with a freshly initialised TinyAgent (random weights: quick to build, and a warm start needs TRL).
+the agentrl figures to TensorBoard and W&B (``--report-to tensorboard,wandb``, W&B offline). The BugFix gym
+runs through the agent loop, with a freshly initialised TinyAgent (random weights: quick to build, and a warm
+start needs TRL).
 
 The estimator is GiGPO's, so every step's advantages come from each episode's turns, which the agent loop
 hands the recording trainer through verl's TransferQueue (and the trainer checks them against each row's
@@ -30,12 +31,12 @@ from typing import Any
 import pytest
 import torch
 from conftest import model_logprobs
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from transformers import AutoModelForCausalLM
 
 from agentrl_plugins.algorithms import lr_multiplier
 from agentrl_plugins.runs.metrics import logged_figures
 from agentrl_plugins.runs.rundir import RunDir
+from agentrl_plugins.testing import tensorboard_scalars, wandb_scalars
 
 from agentrl_verl.episodes import EPISODES_FILE, EpisodeRecord, read_episodes
 from agentrl_verl.recorder import verl_metrics
@@ -59,7 +60,7 @@ def printed_commands(run_dir: Path, model_dir: Path, env: dict[str, str]) -> lis
     result = subprocess.run(
         [sys.executable, "-c", "from agentrl_plugins.cli import main; main()", "run", "deepswe_grpopp",
          "--framework", "verl", "--profile", "laptop", "--model", str(model_dir), "--out", str(run_dir),
-         "--report-to", "tensorboard", "--dry-run",
+         "--report-to", "tensorboard,wandb", "--dry-run",
          *[arg for key, value in OVERRIDES.items() for arg in ("-o", f"{key}={value}")]],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -72,7 +73,8 @@ def run(tmp_path_factory, model_dir) -> Path:
     command runs verbatim; the second is the last line of the ``main_ppo.sh`` it writes, which runs with an
     override of the user's (``trainer.experiment_name``, a setting the recipe leaves open)."""
     run_dir = tmp_path_factory.mktemp("cpu_run") / "run"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "AGENTRL_CACHE": str(tmp_path_factory.mktemp("cache")),
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "offline",
+           "AGENTRL_CACHE": str(tmp_path_factory.mktemp("cache")),
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     prepare, train = printed_commands(run_dir, model_dir, env)
     assert prepare.split()[:3] == ["agentrl", "verl", "prepare"]
@@ -165,15 +167,15 @@ def test_your_own_override_of_an_open_setting_is_kept(run):
     assert "experiment_name: mine" in (run / "hydra" / ".hydra" / "config.yaml").read_text()
 
 
-def test_the_agentrl_figures_reach_tensorboard_step_by_step(run):
-    events = EventAccumulator(str(run / "tensorboard"))
-    events.Reload()
+@pytest.mark.parametrize("logger", ["tensorboard", "wandb"])
+def test_the_agentrl_figures_reach_the_loggers_step_by_step(run, logger):
+    scalars = tensorboard_scalars(run / "tensorboard") if logger == "tensorboard" else \
+        wandb_scalars(run / "wandb", step_key="_step")
     rows = RunDir(run).read_metrics()
     for row in rows:
         for name, value in logged_figures(row).items():
-            logged = {event.step: event.value for event in events.Scalars(name)}
-            assert logged[row.step] == pytest.approx(value, rel=1e-6, abs=1e-6), (name, row.step)
-    assert "actor/entropy" in events.Tags()["scalars"], "verl's own figures are there too"
+            assert scalars[name][row.step] == pytest.approx(value, rel=1e-6, abs=1e-6), (name, row.step)
+    assert "actor/entropy" in scalars, "verl's own figures are there too"
 
 
 def test_the_entropy_figure_is_the_mean_over_loss_tokens(run, verl):

@@ -65,6 +65,12 @@ class Plan:
     policy_loss: bool
 
 
+WANDB_KEY_PLACEHOLDER = "from-WANDB_API_KEY"
+"""``--logger.wandb.key`` under ``--report-to wandb``: OpenRLHF turns W&B on when the flag is set, and logs in with it
+only when W&B has no key of its own (``WANDB_API_KEY``, ``~/.netrc``; none is needed offline). The key itself is
+never written into a command."""
+
+
 @dataclass(frozen=True)
 class RunPaths:
     """The files a launch reads and writes: the run folder, its recipe, prompt datasets, checkpoints and the model."""
@@ -78,6 +84,8 @@ class RunPaths:
     model: Path
     tensorboard: Path | None = None
     """OpenRLHF's ``--logger.tensorboard_dir`` (``--report-to tensorboard``), or None for no event files."""
+    wandb: Path | None = None
+    """Where W&B writes its run (``WANDB_DIR``, ``--report-to wandb``), or None for no W&B run."""
     nodes: int = 1
     """Ray nodes the trainer ranks spread over (``--actor.num_nodes``)."""
     ranks_per_node: int = 1
@@ -140,6 +148,8 @@ def launch_flags(recipe: Recipe, paths: RunPaths, backend: str = "gpu") -> dict[
     }
     if paths.tensorboard is not None:
         flags["logger.tensorboard_dir"] = str(paths.tensorboard)
+    if paths.wandb is not None:
+        flags["logger.wandb.key"] = WANDB_KEY_PLACEHOLDER
     return flags
 
 
@@ -150,8 +160,11 @@ def train_flags(recipe: Recipe, paths: RunPaths, backend: str = "gpu") -> dict[s
 
 
 def launch_env(paths: RunPaths, backend: str = "gpu") -> dict[str, str]:
-    """The runtime-env hook, the recipe and the run folder for every process; the CPU backend's variables."""
+    """The runtime-env hook, the recipe and the run folder for every process; W&B's folder; the CPU backend's
+    variables."""
     env = {"RAY_RUNTIME_ENV_HOOK": RUNTIME_ENV_HOOK, RECIPE_ENV: str(paths.recipe), RUN_DIR_ENV: str(paths.folder)}
+    if paths.wandb is not None:
+        env["WANDB_DIR"] = str(paths.wandb)
     cpu = cpu_env(paths.ranks, ray_address() is not None) if backend == "cpu" else {}
     return {**env, **cpu}
 

@@ -40,20 +40,17 @@ def run_paths(run: RunDir, model: Path, loggers: Sequence[str] = (), nodes: int 
                     eval_data=root.path / "eval_prompts.jsonl", checkpoints=root.checkpoints,
                     final=root.final_weights, model=model,
                     tensorboard=root.path / "tensorboard" if "tensorboard" in loggers else None,
+                    wandb=root.path if "wandb" in loggers else None,
                     nodes=nodes, ranks_per_node=ranks_per_node)
 
 
 def check_loggers(names: Sequence[str]) -> None:
-    """``--report-to`` for OpenRLHF: TensorBoard maps to ``--logger.tensorboard_dir``; the others are refused
-    with what to do instead."""
+    """``--report-to`` for OpenRLHF: TensorBoard maps to ``--logger.tensorboard_dir``, W&B to ``--logger.wandb.key``
+    (W&B's own credentials, checked by the core); others are refused with what to do instead."""
     for name in names:
-        if name == "wandb":
-            raise AgentRLError("--report-to wandb: OpenRLHF's W&B logger takes your API key on its command line "
-                               "(--logger.wandb.key), which agentrl does not print; add it to your own "
-                               "train_ppo_ray command, or use --report-to tensorboard")
-        if name != "tensorboard":
+        if name not in ("tensorboard", "wandb"):
             raise AgentRLError(f"--report-to {name}: OpenRLHF 0.11.2 has no {name} logger; use --report-to "
-                               "tensorboard (or W&B with --logger.wandb.key in your own command)")
+                               "tensorboard or wandb")
     loggers.check_loggers(names)
 
 

@@ -24,7 +24,8 @@ from agentrl_openrlhf.cpu.launch import WORKER_ENV
 from agentrl_openrlhf.recipe_env import RECIPE_ENV, RUN_DIR_ENV, recipe_from_env
 
 SETUP_HOOK = "agentrl_openrlhf.ray_hook.setup_worker"
-FORWARDED = (RECIPE_ENV, RUN_DIR_ENV, BACKEND_ENV)
+FORWARDED = (RECIPE_ENV, RUN_DIR_ENV, BACKEND_ENV, "WANDB_DIR", "WANDB_MODE", "WANDB_API_KEY")
+"""The launch's variables every worker gets where set (W&B's: the trainer actor logs, on any node)."""
 logger = logging.getLogger(__name__)
 _installed: list[str] = []
 
