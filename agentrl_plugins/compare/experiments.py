@@ -50,9 +50,9 @@ EXPERIMENTS = {experiment.name: experiment for experiment in (
     Experiment(
         "objectives",
         "GRPO, Dr. GRPO, DAPO's token-level loss with clip-higher, GSPO and CISPO at one sample budget.",
-        ("grpo", "dr_grpo", "dapo", "gspo", "cispo"),
+        ("deepseekmath_grpo", "dr_grpo", "dapo", "gspo", "cispo"),
         (Prediction("GRPO's 1/|o| normalisation lengthens failures relative to Dr. GRPO", "failure_tokens",
-                    "grpo", "dr_grpo"),),
+                    "deepseekmath_grpo", "dr_grpo"),),
         trust_region_probe=True),
     Experiment(
         "credit",

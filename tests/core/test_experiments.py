@@ -60,13 +60,13 @@ def arm_result(tmp_path, recipe, per_seed):
     ([[40, 44], [20, 20]], [[30, 30], [34, 30]], "not resolved: the difference is within the seed spread"),
 ])
 def test_a_prediction_holds_only_beyond_the_larger_seed_spread(tmp_path, higher, lower, outcome):
-    first, second = arm_result(tmp_path, "grpo", higher), arm_result(tmp_path, "dr_grpo", lower)
+    first, second = arm_result(tmp_path, "deepseekmath_grpo", higher), arm_result(tmp_path, "dr_grpo", lower)
     assert seed_means(first, "failure_tokens") == [sum(v) / 2 for v in higher]
     verdict = Verdict(EXPERIMENTS["objectives"].predictions[0], seed_means(first, "failure_tokens"),
                       seed_means(second, "failure_tokens"))
     assert verdict.outcome == outcome
     assert verdict.line().startswith("- **GRPO's 1/|o| normalisation lengthens failures relative to Dr. GRPO** "
-                                     "(failure_tokens: grpo ") and verdict.line().endswith(f": {outcome}.")
+                                     "(failure_tokens: deepseekmath_grpo ") and verdict.line().endswith(f": {outcome}.")
 
 
 def test_an_arm_without_the_figure_leaves_the_prediction_unresolved(tmp_path):

@@ -13,7 +13,7 @@ from agentrl_plugins.plugins import PluginManager
 from agentrl_plugins.recipe import build_recipe, get_value, load_recipe, parse_overrides, resolve_raw
 
 MANAGER = PluginManager(load_entry_points=False)
-SHIPPED = ["deepswe_grpopp", "grpo", "dr_grpo", "dapo", "rloo"]
+SHIPPED = ["deepswe_grpopp", "grpo", "deepseekmath_grpo", "dr_grpo", "dapo", "rloo"]
 
 
 def load(name, overrides=None, profile=None):
