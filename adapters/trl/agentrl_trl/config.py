@@ -181,6 +181,8 @@ def mappings(recipe: Recipe) -> list[ComponentMapping]:
         ComponentMapping("optim.max_grad_norm", o.max_grad_norm, "max_grad_norm", "native",
                          native={"max_grad_norm": o.max_grad_norm}),
         ComponentMapping("optim.updates_per_step", o.updates_per_step, "num_iterations", "mapped",
+                         "TRL counts each update as a step: above 1, train.steps trains steps / updates_per_step "
+                         "batches (verl and OpenRLHF train train.steps batches)" if o.updates_per_step > 1 else "",
                          native={"num_iterations": o.updates_per_step}),
         ComponentMapping("verifier.names", recipe.verifier.names, "reward_funcs", "injected",
                          "the recipe's verifier scores each episode inside rollout_func"),
