@@ -109,6 +109,6 @@ def outcome_field(outcome: Mapping[str, Any], name: str, kind: type, default: An
             raise AgentCommandError(f"the agent program's outcome has no {name!r}: got keys {sorted(outcome)}")
         return default
     value = outcome[name]
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+    if not isinstance(value, kind):
         raise AgentCommandError(f"the agent program's outcome {name!r} must be a {kind.__name__}, got {value!r}")
     return value

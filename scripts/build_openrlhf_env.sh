@@ -17,8 +17,8 @@ openrlhf_by_hand() {
     DS_BUILD_OPS=0 pip_quiet "$python" --no-build-isolation "$TORCH_PIN" "deepspeed==0.19.6"
 }
 
-# tensorboard and wandb: the loggers the tests read back (--report-to tensorboard,wandb); users bring their own. pip's resolver
-# lists the OpenRLHF requirements left out on purpose (flash-attn and its GPU or logging extras) after every
-# install: those lines are hidden.
+# tensorboard and wandb: the loggers the tests read back (--report-to tensorboard,wandb); users bring their
+# own. pip's resolver lists the OpenRLHF requirements left out on purpose (flash-attn and its GPU or logging
+# extras) after every install: those lines are hidden.
 ensure_user_env openrlhf openrlhf_by_hand ".[hf]" "envs/bugfix_gym[agent]" models/tinyagent adapters/openrlhf \
     -- pytest pytest-asyncio tensorboard wandb hatchling editables 2> >(grep -v -e "^openrlhf 0.11.2 requires " -e "^ERROR: pip's dependency resolver" >&2)

@@ -65,9 +65,8 @@ async def play_agent_program(gateway: Gateway, suite: AgentProgramSuite, task: T
 
     A program that raises ends the episode as ``error``, one that never calls the model as ``error`` with no
     tokens, one that does not return within the time budget (and ``GRACE_S``; a process, within the budget) as
-    ``timeout`` (its later calls
-    are refused); a limit the gateway enforces (``max_turns``, ``max_context``, ``timeout``) is the termination
-    whatever the program does next. The verifier judges what the program returned.
+    ``timeout`` (its later calls are refused); a limit the gateway enforces (``max_turns``, ``max_context``,
+    ``timeout``) is the termination whatever the program does next. The verifier judges what the program returned.
     """
     started = time.monotonic()
     loop = asyncio.get_running_loop()

@@ -61,8 +61,8 @@ def play(link: AgentLink, gym: BugFixGym) -> Submission:
 
 
 def program_input(family: Family) -> dict[str, Any]:
-    """What a program run as a process is given for a task (``input`` on its stdin): the issue, the function's
-    name and buggy source, its public tests, and the source each edit op of the menu would make."""
+    """What a program run as a process is given for a task (``input`` on its stdin, beside the task and its issue):
+    the function's name and buggy source, its public tests, and the source each edit op of the menu would make."""
     return {"function": family.function, "source": family.buggy,
             "public_tests": [{"args": list(case.args), "expected": case.expected} for case in family.public_tests],
             "edits": {op.name: op.apply(family.buggy) for op in family.ops}}

@@ -25,10 +25,10 @@ def _agent_gym(**options):
     return BugFixAgentGym(**options)
 
 
-_COMMAND = inspect.Parameter("command", inspect.Parameter.KEYWORD_ONLY, default=None)
-_agent_gym.__signature__ = inspect.signature(BugFixGym).replace(  # type: ignore[attr-defined]  # options by name
-    parameters=[_COMMAND, *(p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in
-                            inspect.signature(BugFixGym).parameters.values())])
+_GYM_OPTIONS = inspect.signature(BugFixGym)
+_agent_gym.__signature__ = _GYM_OPTIONS.replace(  # type: ignore[attr-defined]  # its options, checked by name
+    parameters=[inspect.Parameter("command", inspect.Parameter.KEYWORD_ONLY, default=None),
+                *(p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in _GYM_OPTIONS.parameters.values())])
 
 
 @hookimpl
