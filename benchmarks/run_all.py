@@ -9,7 +9,8 @@ shares the CPUs with another:
 2. seconds per step: ``agentrl run deepswe_grpopp`` for TRL, verl and OpenRLHF on the laptop profile,
    ``--steps`` steps each; the mean of ``metrics.jsonl``'s ``seconds`` over the training steps, and the start-up
    (from the command to its step-0 row, less that row's evaluation);
-3. the sandbox: ``envs/bugfix_gym/benchmarks/bench_gym.py`` (p50 of a sandboxed test run, each layer's cost);
+3. the sandbox: ``envs/bugfix_gym/benchmarks/bench_gym.py`` (p50 of a sandboxed test run on an idle machine, one
+   call every 20 ms, and interleaved with the other runners; each layer's cost);
 4. plugin overhead: ``adapters/openrlhf/benchmarks/bench_loss_overhead.py`` (the injected loss / OpenRLHF's);
 5. beyond one rank: ``agentrl compare deepswe_grpopp --parity --ranks 2`` through verl and OpenRLHF.
 
@@ -125,7 +126,10 @@ def sandbox(seconds: float) -> dict[str, Any]:
     results = json_out(run("sandbox", [str(Path(sys.executable)), "envs/bugfix_gym/benchmarks/bench_gym.py",
                                        "--json", "--seconds", str(seconds)]))
     latency = results["latency"]
-    return {"p50_ms": latency["ms"]["sandbox"]["median"], "in_process_ms": latency["ms"]["in_process"]["median"],
+    return {"p50_ms": latency["paced_ms"]["sandbox"]["median"],
+            "in_process_ms": latency["paced_ms"]["in_process"]["median"],
+            "interleaved_p50_ms": latency["ms"]["sandbox"]["median"],
+            "interleaved_in_process_ms": latency["ms"]["in_process"]["median"],
             "layer_cost_ms": latency["layer_cost_ms"]}
 
 
@@ -154,9 +158,10 @@ def goals(figures: dict[str, Any]) -> list[Goal]:
                          f"<= {TARGETS['step_ratio']:g}x", seconds / trl <= TARGETS["step_ratio"]))
     rows += [Goal("verl: start-up, to its first evaluation", f"{steps['verl']['startup_s']:.0f} s",
                   f"<= {TARGETS['startup_s']:g} s (70 s halved)", steps["verl"]["startup_s"] <= TARGETS["startup_s"]),
-             Goal("sandbox: p50 of a sandboxed clamp test run", f"{box['p50_ms']:.2f} ms "
-                  f"({box['p50_ms'] / box['in_process_ms']:.0f}x in process)", f"<= {TARGETS['sandbox_p50_ms']:g} ms",
-                  box["p50_ms"] <= TARGETS["sandbox_p50_ms"]),
+             Goal("sandbox: p50 of a sandboxed clamp test run, idle machine (among the other runners)",
+                  f"{box['p50_ms']:.2f} ms ({box['interleaved_p50_ms']:.2f} ms, "
+                  f"{box['interleaved_p50_ms'] / box['interleaved_in_process_ms']:.1f}x in process)",
+                  f"<= {TARGETS['sandbox_p50_ms']:g} ms", box["p50_ms"] <= TARGETS["sandbox_p50_ms"]),
              Goal("plugin overhead: injected loss / OpenRLHF's, worst of 256-4,096 rows", f"{worst_loss:.2f}x",
                   f"<= {TARGETS['loss_ratio']:g}x", worst_loss <= TARGETS["loss_ratio"]),
              Goal("2 ranks: verl and OpenRLHF against the one-rank reference", "exact" if figures["ranks"]["exact"]

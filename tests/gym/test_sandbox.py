@@ -16,6 +16,7 @@ from process_tree import descendants, proc_stat, run_processes_settle, worker_pi
 
 from bugfix_gym.sandbox import RunResult, Sandbox, run_in_process
 from bugfix_gym.sandbox import TestCase as Case
+from bugfix_gym.sandbox.worker import INLINE_REQUEST_BYTES
 
 TIMEOUT_S = 1.0
 MARGIN_S = 0.75
@@ -23,6 +24,15 @@ MARGIN_S = 0.75
 ADD = "def add(a, b):\n    return a + b\n"
 ADD_CASES = (Case((1, 2), 3), Case((2, 2), 4), Case((0, 0), 1))
 CALL = (Case((), None),)  # a function that returned None would pass; a dead one must not
+FDS_SOURCE = (  # f returns the file descriptors open in the candidate
+    "import os\n"
+    "def f():\n"
+    "    found = []\n"
+    "    for fd in range(1024):\n"
+    "        try:\n            os.fstat(fd)\n        except OSError:\n            continue\n"
+    "        found.append(fd)\n"
+    "    return found\n"
+)
 
 HOSTILE = {
     "infinite_loop": ("def f():\n    while True:\n        pass\n", "timeout", "wall clock"),
@@ -152,17 +162,17 @@ def test_cpu_limit():
 
 def test_candidate_sees_only_its_result_channel(sandbox):
     """stdin, stdout and stderr on /dev/null, the records memfd and the end pipe: nothing else."""
-    source = (
-        "import os\n"
-        "def f():\n"
-        "    found = []\n"
-        "    for fd in range(1024):\n"
-        "        try:\n            os.fstat(fd)\n        except OSError:\n            continue\n"
-        "        found.append(fd)\n"
-        "    return found\n"
-    )
-    found = ast.literal_eval(sandbox.run(source, "f", CALL).results[0].got)
+    found = ast.literal_eval(sandbox.run(FDS_SOURCE, "f", CALL).results[0].got)
     assert found[:3] == [0, 1, 2] and len(found) == 5
+
+
+def test_large_request_travels_in_a_memfd(sandbox):
+    """A request past the message size (a long source, a long argument) runs the same, and its memfd is closed."""
+    source = "# " + "x" * 40000 + "\n" + FDS_SOURCE + "def g(text):\n    return len(text)\n"
+    assert len(source) > INLINE_REQUEST_BYTES
+    result = sandbox.run(source, "f", CALL)
+    assert result.status == "ok" and len(ast.literal_eval(result.results[0].got)) == 5
+    assert sandbox.run(source, "g", [Case(("y" * 50000,), 50000)]).passed
 
 
 def test_environment_is_not_inherited(monkeypatch):

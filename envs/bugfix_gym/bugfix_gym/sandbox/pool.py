@@ -1,11 +1,12 @@
 """The pool: warm sandbox workers handed to callers first come, first served, and the verdicts they feed.
 
 Each worker (:mod:`bugfix_gym.sandbox.worker`) lives in the view of :mod:`bugfix_gym.sandbox.view` and talks
-to the pool over a Unix SEQPACKET socket. Per request the pool passes it a memfd holding the function's source
-and the case arguments (never the expected values) and the write end of a result pipe; the run's candidate
-process writes one record per case straight to the pool: the return value as plain data, or what it raised.
-The pool compares each value with the expected one, exact types included, so a candidate can fail to return
-the right values but cannot claim to pass. The worker only reports how the run ended.
+to the pool over a Unix SEQPACKET socket. Per request the pool passes the run's prepared candidate the function's
+source and the case arguments (never the expected values), a memfd for its records and the write end of a pipe
+that says they are complete; the candidate writes one record per case straight to the pool: the return value
+as plain data, or what it raised. The pool compares each value with the expected one, exact types included, so
+a candidate can fail to return the right values but cannot claim to pass. The worker only reports how the run
+ended.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import select
 import selectors
 import signal
 import socket
@@ -27,7 +29,15 @@ from typing import Callable, Iterable, Sequence
 from agentrl_plugins.errors import UnknownNameError
 
 from bugfix_gym.sandbox import plain_data, view
-from bugfix_gym.sandbox.worker import RUN_LAYERS, Limits, emitter, run_cases, short_repr, write_all
+from bugfix_gym.sandbox.worker import (
+    INLINE_REQUEST_BYTES,
+    RUN_LAYERS,
+    Limits,
+    emitter,
+    run_cases,
+    short_repr,
+    write_all,
+)
 
 LAYERS = {
     "view": "a bubblewrap view: read-only system and Python, no installed package, host file or host socket",
@@ -430,42 +440,47 @@ class _Worker:
         self.proc.wait()
 
     def _send(self, payload: bytes, results_fd: int, end_write: int) -> bool:
-        """Pass the prepared candidate its request, records memfd and end pipe, and tell the worker; False if gone."""
-        request_fd = os.memfd_create("sandbox-request")
+        """Pass the prepared candidate its request (in the message, or in a memfd where it is large), the records
+        memfd and the end pipe, and tell the worker; False if either is gone."""
         channel, self.channel = self.channel, None
+        if channel is None:
+            return False
+        request_fd = None
         try:
-            write_all(request_fd, payload)
-            os.lseek(request_fd, 0, os.SEEK_SET)
-            if channel is None:
-                return False
-            socket.send_fds(channel, [b"run"], [request_fd, results_fd, end_write])
+            if len(payload) <= INLINE_REQUEST_BYTES:
+                socket.send_fds(channel, [b"run" + payload], [results_fd, end_write])
+            else:
+                request_fd = os.memfd_create("sandbox-request")
+                write_all(request_fd, payload)
+                os.lseek(request_fd, 0, os.SEEK_SET)
+                socket.send_fds(channel, [b"file"], [results_fd, end_write, request_fd])
             self.sock.send(b"go")
         except OSError:
             return False
         finally:
-            os.close(request_fd)
-            if channel is not None:
-                channel.close()
+            if request_fd is not None:
+                os.close(request_fd)
+            channel.close()
         return True
 
     def _receive(self, results_fd: int, end_read: int, deadline: float, limit: int) -> _Exchange:
         """Wait until the records end (or the candidate is gone) or the worker replies, or the deadline passes."""
         exchange = _Exchange()
-        with selectors.DefaultSelector() as selector:
-            selector.register(end_read, selectors.EVENT_READ)
-            selector.register(self.sock, selectors.EVENT_READ)
-            while selector.get_map() and (remaining := deadline - time.monotonic()) > 0:
-                for key, _ in selector.select(remaining):
-                    if key.fileobj is self.sock:
-                        message = self.read_reply()
-                        exchange.reply = json.loads(message) if message else None
-                        exchange.records, exchange.overflow = _read_records(results_fd, limit)
-                        return exchange
-                    selector.unregister(end_read)  # one look: a candidate that signals early only waits longer
+        poller = select.poll()
+        poller.register(end_read, select.POLLIN)
+        poller.register(self.sock, select.POLLIN)
+        while (remaining := deadline - time.monotonic()) > 0:
+            for fd, _ in poller.poll(remaining * 1e3):
+                if fd == self.sock.fileno():
+                    message = self.read_reply()
+                    exchange.reply = json.loads(message) if message else None
                     exchange.records, exchange.overflow = _read_records(results_fd, limit)
-                    if exchange.overflow or any(map(_is_end_record, exchange.records)):
-                        exchange.ended = True
-                        return exchange
+                    return exchange
+                poller.unregister(end_read)  # one look: a candidate that signals early only waits longer
+                exchange.records, exchange.overflow = _read_records(results_fd, limit)
+                if exchange.overflow or any(map(_is_end_record, exchange.records)):
+                    exchange.ended = True
+                    return exchange
         return exchange
 
 
@@ -542,6 +557,12 @@ def _read_records(fd: int, limit: int) -> tuple[list, bool]:
     if size > limit:
         return [], True
     lines = os.pread(fd, size, 0).split(b"\n")[:-1]  # the last piece is empty or an unfinished line
+    try:  # one parse for the usual well-formed lines; line by line where that fails or blurs their boundaries
+        records = json.loads(b"[" + b",".join(lines) + b"]")
+        if type(records) is list and len(records) == len(lines):
+            return records, False
+    except (ValueError, RecursionError):
+        pass
     return [_decode_line(line) for line in lines], False
 
 

@@ -42,6 +42,7 @@ MAX_THREADS = 16  # RLIMIT_NPROC in the run's own user namespace: threads of one
 OPEN_FILES = 256
 FILE_BYTES = 8 << 20  # RLIMIT_FSIZE: a file in the private /tmp grows to at most this
 TMP_BYTES = 16 << 20  # size of the run's private /tmp (and /dev/shm)
+INLINE_REQUEST_BYTES = 32768  # a larger request travels in a memfd
 REPR_LIMIT = 1000  # characters of repr kept per exception
 MAX_DEPTH = 100  # nesting of a return value
 RUN_LAYERS = frozenset({"run_namespaces", "private_tmp", "seccomp"})
@@ -340,41 +341,45 @@ def _init_main(channel: socket.socket, status: int, limits: Limits, seccomp_filt
 def _candidate_main(channel: socket.socket, started: int, limits: Limits, seccomp_filter: object) -> NoReturn:
     """Confine this process, say ready, receive the request, tell init the clock starts, run the cases, exit.
 
-    The request brings a memfd holding it, a memfd for the records and a pipe to say they are complete."""
+    The request brings a memfd for the records and a pipe to say they are complete (see :func:`_request`)."""
     code = 1
     try:
         problems = _confine({channel.fileno(), started}, limits, seccomp_filter)
         _warm_up()
         channel.send(b"ready " + json.dumps(problems).encode())
-        message, fds, _, _ = socket.recv_fds(channel, 16, 3)
+        message, fds, _, _ = socket.recv_fds(channel, INLINE_REQUEST_BYTES + 16, 3)
         channel.close()
         os.write(started, b"s")
         os.close(started)
-        if message == b"run" and len(fds) == 3:
-            request_fd, results_fd, end_fd = fds
-            with open(request_fd, "rb") as request:
-                source, function, arguments = pickle.load(request)
-            run_cases(source, function, arguments, emitter(results_fd))
-            os.write(end_fd, b"e")
+        request = _request(message, fds)
+        if request is not None:
+            run_cases(*request, emitter(fds[0]))
+            os.write(fds[1], b"e")
             code = 0
     finally:
         os._exit(code)
 
 
+def _request(message: bytes, fds: list[int]) -> tuple[str, str, list[tuple]] | None:
+    """The request's (source, function, arguments): in the message after b"run", or in the third fd's memfd
+    after b"file"; None for anything else. The first two fds are the records memfd and the end pipe."""
+    if message.startswith(b"run") and len(fds) == 2:
+        return pickle.loads(message[3:])
+    if message == b"file" and len(fds) == 3:
+        with open(fds[2], "rb") as request:
+            return pickle.load(request)
+    return None
+
+
 def _warm_up() -> None:
-    """Do once what a run does (read a request from a memfd, compile, call, encode, write): the pages it
-    touches become this process's own before the request, not during it."""
+    """Do once what a run does (unpickle a request, compile, call, encode, write): the pages it touches become
+    this process's own before the request, not during it."""
     source = "def f(x, y=1.5):\n    return [x, {'y': (y, str(x))}]\n"
-    request = os.memfd_create("warm-up")
     records = os.open(os.devnull, os.O_WRONLY)
     try:
-        write_all(request, pickle.dumps((source, "f", [(1,), (2, 2.5)])))
-        os.lseek(request, 0, os.SEEK_SET)
-        with open(request, "rb", closefd=False) as file:
-            source, function, arguments = pickle.load(file)
+        source, function, arguments = pickle.loads(pickle.dumps((source, "f", [(1,), (2, 2.5)])))
         run_cases(source, function, arguments, emitter(records))
     finally:
-        os.close(request)
         os.close(records)
 
 
