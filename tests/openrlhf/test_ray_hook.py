@@ -5,10 +5,12 @@ from __future__ import annotations
 import pytest
 import ray
 
+from agentrl_plugins.errors import AgentRLError
+
 from agentrl_openrlhf import patches
 from agentrl_openrlhf.config import RUNTIME_ENV_HOOK
 from agentrl_openrlhf.patches import PatchError
-from agentrl_openrlhf.ray_hook import SETUP_HOOK, runtime_env_hook
+from agentrl_openrlhf.ray_hook import SETUP_HOOK, runtime_env_hook, setup_worker
 from agentrl_openrlhf.recipe_env import RECIPE_ENV
 
 
@@ -31,6 +33,18 @@ def test_the_hook_adds_the_setup_hook_and_forwards_the_recipe(monkeypatch):
     assert runtime_env_hook(None)["worker_process_setup_hook"] == SETUP_HOOK
     with pytest.raises(ValueError, match="worker_process_setup_hook"):
         runtime_env_hook({"worker_process_setup_hook": "somebody.else"})
+
+
+def test_wandbs_key_stays_on_the_node_and_a_node_without_one_is_refused(monkeypatch, tmp_path):
+    monkeypatch.setattr("agentrl_openrlhf.ray_hook.install_driver", lambda: [])
+    monkeypatch.setenv("WANDB_API_KEY", "k" * 40)
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    env_vars = runtime_env_hook({})["env_vars"]
+    assert env_vars == {"WANDB_DIR": str(tmp_path)}, "the key is not in the job's runtime env"
+    monkeypatch.delenv("WANDB_API_KEY")
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
+    with pytest.raises(AgentRLError, match="no API key on this Ray node .*WANDB_API_KEY"):
+        setup_worker()
 
 
 def test_the_patches_reach_a_worker_of_a_local_ray_cluster(use_recipe, monkeypatch, worker_env):

@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from pathlib import Path
 from typing import Any
 
+from agentrl_plugins.errors import AgentRLError
+from agentrl_plugins.loggers import wandb_credentials
 from agentrl_plugins.runs.rundir import RunDir
 
 from agentrl_openrlhf.cpu import BACKEND_ENV, requested
@@ -24,8 +27,9 @@ from agentrl_openrlhf.cpu.launch import WORKER_ENV
 from agentrl_openrlhf.recipe_env import RECIPE_ENV, RUN_DIR_ENV, recipe_from_env
 
 SETUP_HOOK = "agentrl_openrlhf.ray_hook.setup_worker"
-FORWARDED = (RECIPE_ENV, RUN_DIR_ENV, BACKEND_ENV, "WANDB_DIR", "WANDB_MODE", "WANDB_API_KEY")
-"""The launch's variables every worker gets where set (W&B's: the trainer actor logs, on any node)."""
+FORWARDED = (RECIPE_ENV, RUN_DIR_ENV, BACKEND_ENV, "WANDB_DIR", "WANDB_MODE")
+"""The launch's variables every worker gets where set (W&B's: the trainer actor logs, on any node). Never W&B's
+key: a runtime env's variables show in the job's metadata, so a node's workers log in with the node's own."""
 logger = logging.getLogger(__name__)
 _installed: list[str] = []
 
@@ -60,12 +64,16 @@ def install_driver() -> list[str]:
 
 
 def setup_worker() -> None:
-    """Seed the process with the recipe's seed, then install the CPU backend (when asked for), the recorder (with a
-    run folder) and the recipe's patches.
+    """Refuse W&B without credentials on this node; seed the process with the recipe's seed, then install the CPU
+    backend (when asked for), the recorder (with a run folder) and the recipe's patches.
 
     OpenRLHF seeds its driver and its model actors (``setup_distributed``) but not the trainer actor, whose prompt
     loader shuffles from the unseeded global generator: without this, two runs of one recipe train on other
     prompts in another order."""
+    if os.environ.get("WANDB_DIR") and not wandb_credentials():
+        raise AgentRLError(f"--report-to wandb: W&B has no API key on this Ray node ({socket.gethostname()}). The key "
+                           "is not forwarded to a cluster's workers (it would show in the job's runtime env): set "
+                           "WANDB_API_KEY where the node's Ray starts (`ray start`), or put it in ~/.netrc on the node")
     if os.environ.get(RECIPE_ENV):
         seed_process(recipe_from_env().train.seed)
     patched = _install(recipe_patches=True)
