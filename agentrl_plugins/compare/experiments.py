@@ -54,7 +54,8 @@ EXPERIMENTS = {experiment.name: experiment for experiment in (
         (Prediction("GRPO's 1/|o| normalisation lengthens failures relative to Dr. GRPO", "failure_tokens",
                     "deepseekmath_grpo", "dr_grpo"),),
         # Two updates per batch: at one, every ratio is 1, no clip binds, and the five losses have three gradients.
-        overrides=("optim.updates_per_step=2",),
+        # Ten batches of two updates: as many updates as the laptop profile's twenty batches of one.
+        overrides=("optim.updates_per_step=2", "train.steps=10"),
         trust_region_probe=True),
     Experiment(
         "credit",

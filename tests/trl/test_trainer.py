@@ -32,6 +32,8 @@ SOLVE = {"clamp": ["<tool>read</tool>", "<tool>edit swap_minmax</tool>", "<tool>
 HACK = ["<tool>edit hardcode_tests</tool>", "<tool>submit</tool>"]
 SCRIPTS = {"clamp": [SOLVE["clamp"], SOLVE["clamp"], HACK, STALL], "span": [SOLVE["span"], STALL, STALL, STALL]}
 INPUTS = [{"prompt": "clamp"}] * 4 + [{"prompt": "span"}] * 4
+EVERY_FAMILY = {family.name: [policies.solver(family), policies.hacker(family), STALL, policies.solver(family)]
+                for family in FAMILIES}
 
 
 def make_trainer(tmp_path, model, tokenizer, generator, **overrides):
@@ -134,9 +136,7 @@ def test_a_known_mismatch_changes_the_loss_as_the_core_reference_says(tmp_path, 
 
 
 def test_two_real_training_steps_write_the_run_folder(tmp_path, model, tokenizer, scripted):
-    every_family = {family.name: [policies.solver(family), policies.hacker(family), STALL, policies.solver(family)]
-                    for family in FAMILIES}
-    trainer, run = make_trainer(tmp_path, model, tokenizer, scripted(every_family))
+    trainer, run = make_trainer(tmp_path, model, tokenizer, scripted(EVERY_FAMILY))
     before = [p.detach().clone() for p in trainer.model.parameters()]
     trainer.train()
     after = list(trainer.model.parameters())
@@ -150,6 +150,24 @@ def test_two_real_training_steps_write_the_run_folder(tmp_path, model, tokenizer
         assert 0 < row["rollout_seconds"] < row["seconds"] and row["eval_seconds"] > 0
     assert rows[0]["seconds"] == 0 and rows[0]["rollout_seconds"] is None and rows[0]["eval_seconds"] > 0
     assert (run.checkpoints / "checkpoint-2").is_dir()
+
+
+def test_two_updates_per_step_train_the_recipes_steps_each_a_batch(tmp_path, model, tokenizer, scripted):
+    """TRL counts each update as a step; with two updates per step the run still plays train.steps batches,
+    seeded as verl and OpenRLHF seed them, and writes one row and one log per step."""
+    seeds, make = [], scripted(EVERY_FAMILY)
+    trainer, run = make_trainer(tmp_path, model, tokenizer,
+                                lambda policy, seed: seeds.append(seed) or make(policy, seed),
+                                **{"optim.updates_per_step": 2, "train.seed": 3})
+    assert (trainer.args.num_iterations, trainer.args.max_steps, trainer.args.logging_steps) == (2, 4, 2)
+    trainer.train()
+    assert trainer.state.global_step == 4
+    assert [seed for seed in seeds if seed != 3] == [step_seed(3, 0, "rollout"), step_seed(3, 1, "rollout")]
+    rows = [json.loads(line) for line in run.metrics_file.read_text().splitlines()]
+    assert [r["step"] for r in rows] == [0, 1, 2] and all(r["heldout_pass1"] is not None for r in rows)
+    assert all(r["policy_tokens"] > 0 and r["seconds"] > r["rollout_seconds"] > 0 for r in rows[1:])
+    logged = [entry["step"] for entry in trainer.state.log_history if "agentrl/train_reward" in entry]
+    assert logged == [2, 4], "one log per step, at its last update"
 
 
 @pytest.mark.parametrize("schedule, min_lr_ratio", [("cosine", 0.1), ("constant", 0.0)])

@@ -49,7 +49,6 @@ REQUIREMENTS = (
     Decided("scale_rewards", "none", "adapter: the recipe's estimator gives the advantages"),
     Decided("mask_truncated_completions", False, "adapter: compact filtering decides which episodes are masked"),
     Decided("vllm_importance_sampling_correction", False, "adapter: the recipe's correction replaces TRL's"),
-    Decided("logging_steps", 1, "adapter: metrics.jsonl and the logged agentrl figures have one row per step"),
 )
 
 
@@ -67,9 +66,11 @@ def grpo_config_kwargs(recipe: Recipe, rows: list[ComponentMapping] | None = Non
 def decided(recipe: Recipe, rows: list[ComponentMapping] | None = None) -> list[Decided]:
     """Every GRPOConfig setting the recipe's rows and the adapter's requirements decide."""
     batch = recipe.rollout.group_size * recipe.rollout.tasks_per_step
-    derived = Decided("generation_batch_size", batch, "adapter: TRL derives it; one generation per step",
-                      passed=False)
-    return decided_settings(mappings(recipe) if rows is None else rows, [*REQUIREMENTS, derived])
+    derived = [Decided("generation_batch_size", batch, "adapter: TRL derives it; one generation per step",
+                       passed=False),
+               Decided("logging_steps", recipe.optim.updates_per_step,
+                       "adapter: one log per step (optim.updates_per_step of TRL's updates)")]
+    return decided_settings(mappings(recipe) if rows is None else rows, [*REQUIREMENTS, *derived])
 
 
 POLICY_LOSSES = {"ppo_clip": "token", "gspo": "sequence", "cispo": "token"}
@@ -181,8 +182,8 @@ def mappings(recipe: Recipe) -> list[ComponentMapping]:
         ComponentMapping("optim.max_grad_norm", o.max_grad_norm, "max_grad_norm", "native",
                          native={"max_grad_norm": o.max_grad_norm}),
         ComponentMapping("optim.updates_per_step", o.updates_per_step, "num_iterations", "mapped",
-                         "TRL counts each update as a step: above 1, train.steps trains steps / updates_per_step "
-                         "batches (verl and OpenRLHF train train.steps batches)" if o.updates_per_step > 1 else "",
+                         "TRL counts each update as a step: a step of the run folder is updates_per_step of TRL's, "
+                         "its figures their mean" if o.updates_per_step > 1 else "",
                          native={"num_iterations": o.updates_per_step}),
         ComponentMapping("verifier.names", recipe.verifier.names, "reward_funcs", "injected",
                          "the recipe's verifier scores each episode inside rollout_func"),
@@ -196,8 +197,11 @@ def mappings(recipe: Recipe) -> list[ComponentMapping]:
         ComponentMapping("environment.name", recipe.environment.name, "rollout_func", "injected"),
         ComponentMapping("environment.options", recipe.environment.options, "rollout_func", "injected",
                          "keyword arguments of the environment's factory"),
-        ComponentMapping("train.steps", recipe.train.steps, "max_steps", "native",
-                         native={"max_steps": recipe.train.steps}),
+        ComponentMapping("train.steps", recipe.train.steps, "max_steps", *(
+            ("native", "") if o.updates_per_step == 1 else
+            ("mapped", f"train.steps x optim.updates_per_step = {recipe.train.steps * o.updates_per_step} updates: "
+                       f"{recipe.train.steps} batches, as in verl and OpenRLHF")),
+                         native={"max_steps": recipe.train.steps * o.updates_per_step}),
         ComponentMapping("train.seed", recipe.train.seed, "seed", "native", native={"seed": recipe.train.seed}),
         ComponentMapping("train.eval_every", recipe.train.eval_every, "RunRecorder", "injected",
                          "held-out evaluation every N steps and at the last"),

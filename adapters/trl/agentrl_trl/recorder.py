@@ -18,21 +18,23 @@ from agentrl_plugins.runs.rundir import RunDir
 
 
 class RunRecorder(TrainerCallback):
-    """Records each step at TRL's ``on_step_end``, before the step is logged and checkpointed.
+    """Records each step at TRL's ``on_step_end`` of its last update, before the step is logged and checkpointed.
 
-    The held-out evaluation runs every ``eval_every`` steps and at the last; its time is the row's
-    ``eval_seconds``, not in the step's ``seconds``. The row's figures are added to the trainer's metrics, which
-    TRL averages into the step's log.
+    A step is ``updates_per_step`` of TRL's (each update is a step of TRL's ``global_step``). The held-out
+    evaluation runs every ``eval_every`` steps and at the last; its time is the row's ``eval_seconds``, not in
+    the step's ``seconds``. The row's figures are added to the trainer's metrics, which TRL averages over the
+    step's updates into the step's log.
     """
 
     def __init__(self, run: RunDir, evaluate: Callable[[int], Evaluation], eval_every: int, hooks: Any,
-                 on_end: Callable[[], None] = lambda: None):
+                 updates_per_step: int = 1, on_end: Callable[[], None] = lambda: None):
         self.run, self.evaluate, self.eval_every, self.hooks, self.on_end = run, evaluate, eval_every, hooks, on_end
+        self.updates_per_step = updates_per_step
         self.trainer: Any = None
         self.started = time.monotonic()
 
     def on_train_begin(self, args, state, control, **kwargs):
-        self.run.truncate_metrics(state.global_step)
+        self.run.truncate_metrics(state.global_step // self.updates_per_step)
         if state.global_step == 0:
             started = time.monotonic()
             evaluation = self.evaluate(0)
@@ -42,13 +44,17 @@ class RunRecorder(TrainerCallback):
             self.trainer.log(logged_figures(row))
 
     def on_step_begin(self, args, state, control, **kwargs):
-        self.started = time.monotonic()
+        if state.global_step % self.updates_per_step == 0:  # the step's first update
+            self.started = time.monotonic()
 
     def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step % self.updates_per_step:  # not the step's last update
+            return
         seconds = time.monotonic() - self.started
-        step = state.global_step
+        step = state.global_step // self.updates_per_step
         started = time.monotonic()
-        evaluation = self.evaluate(step) if step % self.eval_every == 0 or step == state.max_steps else None
+        last = state.global_step == state.max_steps
+        evaluation = self.evaluate(step) if step % self.eval_every == 0 or last else None
         trl_metrics = self.trainer._metrics["train"]
         row = StepMetrics(
             step=step,
@@ -74,8 +80,9 @@ CLIP_METRICS = ("clip_ratio/region_mean", "cispo_clip_ratio")
 
 def step_figures(trl_metrics: dict[str, list[float]], stats: dict[str, Any]) -> dict[str, Any]:
     """A step's figures (:data:`~agentrl_plugins.runs.figures.FIGURES`) from TRL's logged metrics (a value per
-    micro-batch: TRL's clip region, or its cispo loss's capped weights, and its entropy, each a mean over that
-    micro-batch's loss tokens) and the trainer's step statistics (the episode figures among them)."""
+    micro-batch of each of the step's updates: TRL's clip region, or its cispo loss's capped weights, and its
+    entropy, each a mean over that micro-batch's loss tokens) and the trainer's step statistics (the episode
+    figures among them)."""
     clip = next((trl_metrics[key] for key in CLIP_METRICS if trl_metrics.get(key)), None)
     return {
         "train_reward": stats["train_reward"],

@@ -68,7 +68,8 @@ class EpisodeRollout:
         if [self.tasks[p] for p in prompts] != [t for t in tasks for _ in range(group_size)]:
             raise ValueError("rollout_func expects each prompt repeated num_generations times in a row")
         model = trainer.accelerator.unwrap_model(trainer.model)
-        self.trajectories = self.play(model, tasks, group_size, trainer.state.global_step, "rollout")
+        step = trainer.state.global_step // trainer.args.num_iterations  # TRL's global_step counts updates
+        self.trajectories = self.play(model, tasks, group_size, step, "rollout")
         pad = self.tokenizer.eos_token_id
         completions = [t.response_ids or [pad] for t in self.trajectories]
         return {

@@ -79,9 +79,9 @@ def run(recipe: Recipe, options: RunOptions) -> Path:
     if "wandb" in options.report_to:
         os.environ.setdefault("WANDB_DIR", str(run_dir.path))
     trainer = agent_trainer(recipe, model, tokenizer, run_dir=run_dir, generator=hf_generator_factory(tokenizer),
-                            **runner_settings(run_dir, options))
+                            **runner_settings(run_dir, options, recipe.optim.updates_per_step))
     try:
-        if checkpoint is not None and checkpoint_step(checkpoint) == recipe.train.steps:
+        if checkpoint is not None and checkpoint_step(checkpoint) == recipe.train.steps * recipe.optim.updates_per_step:
             finish_trained(trainer, checkpoint, run_dir, recipe.train.steps)
         else:
             trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
@@ -106,8 +106,10 @@ def finish_trained(trainer: Any, checkpoint: Path, run: RunDir, last_step: int) 
     write_report(run)
 
 
-def runner_settings(run_dir: RunDir, options: RunOptions) -> dict[str, Any]:
-    """The GRPOConfig settings ``agentrl run`` chooses among those the recipe leaves open."""
+def runner_settings(run_dir: RunDir, options: RunOptions, updates_per_step: int) -> dict[str, Any]:
+    """The GRPOConfig settings ``agentrl run`` chooses among those the recipe leaves open: among them a
+    checkpoint after every step (``updates_per_step`` of TRL's), so that a resume starts a step, not its
+    second update."""
     return {"output_dir": str(run_dir.checkpoints), "use_cpu": not torch.cuda.is_available(), "bf16": False,
-            "save_strategy": "steps", "save_steps": 1, "save_total_limit": 1,
+            "save_strategy": "steps", "save_steps": updates_per_step, "save_total_limit": 1,
             "report_to": list(options.report_to) or "none", "disable_tqdm": False, "dataloader_num_workers": 0}
