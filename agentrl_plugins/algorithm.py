@@ -8,6 +8,7 @@ trains on the same numbers.
 from __future__ import annotations
 
 import inspect
+import math
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -165,16 +166,19 @@ class RecipeAlgorithm:
     def policy_loss(self, logprobs: Tensor, old_logprobs: Tensor, advantages: Tensor, mask: Tensor,
                     weights: Tensor | None = None, sampler_logprobs: Tensor | None = None) -> PolicyLossResult:
         """The recipe's policy loss per token, with its parameters and the correction's ``weights``; advantages
-        [B] (one per trajectory) or [B, T]. The result is checked: a loss of the wrong shape, not finite on the
-        mask, or figures that are not plain numbers is an error naming the plugin."""
+        [B] (one per trajectory) or [B, T]. The result is checked without touching its values (this runs on every
+        micro-batch): a loss of the wrong shape, or figures that are not floats or 0-dim tensors without
+        gradient, is an error naming the plugin; a loss not finite on the mask is found where the step's loss is
+        (:meth:`loss`, :func:`check_finite_loss`)."""
         inputs = PolicyLossInputs(
             logp=logprobs, old_logp=old_logprobs,
             sampler_logp=old_logprobs if sampler_logprobs is None else sampler_logprobs,
             advantages=(advantages[:, None] if advantages.dim() == 1 else advantages).expand_as(logprobs),
-            mask=mask, weights=torch.ones_like(logprobs) if weights is None else weights.detach())
-        return self._checked(self.policy(inputs, **self.loss_params()), logprobs, mask)
+            mask=mask, weights=_ones_like(logprobs) if weights is None else weights.detach(),
+            weighted=weights is not None)
+        return self._checked(self.policy(inputs, **self.loss_params()), logprobs)
 
-    def _checked(self, result: Any, logprobs: Tensor, mask: Tensor) -> PolicyLossResult:
+    def _checked(self, result: Any, logprobs: Tensor) -> PolicyLossResult:
         name = f"policy loss {self.recipe.loss.policy!r}"
         if not isinstance(result, PolicyLossResult):
             raise AgentRLError(f"{name} returned {type(result).__name__}, not a PolicyLossResult")
@@ -182,13 +186,11 @@ class RecipeAlgorithm:
         if not isinstance(loss, Tensor) or loss.shape != logprobs.shape:
             raise AgentRLError(f"{name}: per_token_loss must be a tensor of the log-probs' shape "
                                f"{tuple(logprobs.shape)}, got {getattr(loss, 'shape', type(loss).__name__)}")
-        if not bool(torch.isfinite(torch.where(mask.to(torch.bool), loss, 0.0)).all()):
-            raise AgentRLError(f"{name}: per_token_loss is not finite on the loss mask")
         figures = result.metrics
-        if not isinstance(figures.get("clip_fraction"), float) or not all(
-                isinstance(value, float) for value in figures.values()):
-            raise AgentRLError(f"{name}: metrics must be plain floats with 'clip_fraction' among them, got "
-                               f"{ {key: type(value).__name__ for key, value in figures.items()} }")
+        if "clip_fraction" not in figures or not all(map(_is_figure, figures.values())):
+            kinds = {key: _kind(value) for key, value in figures.items()}
+            raise AgentRLError(f"{name}: metrics must be floats or 0-dim tensors without gradient, with "
+                               f"'clip_fraction' among them, got {kinds}")
         return result
 
     def loss(self, logprobs: Tensor, old_logprobs: Tensor, advantages: Tensor, mask: Tensor,
@@ -197,4 +199,28 @@ class RecipeAlgorithm:
         says (a framework with its own micro-batch denominators aggregates :meth:`policy_loss` itself)."""
         per_token = self.policy_loss(logprobs, old_logprobs, advantages, mask, weights).per_token_loss
         loss = self.recipe.loss
-        return aggregate_loss(per_token, mask, loss.aggregation, norm_constant=loss.norm_constant)
+        value = aggregate_loss(per_token, mask, loss.aggregation, norm_constant=loss.norm_constant)
+        check_finite_loss(loss.policy, value.item())
+        return value
+
+
+def check_finite_loss(policy: str, loss: float) -> None:
+    """An error naming the policy loss where a step's aggregated loss is not finite (a loss term on the mask is
+    NaN or infinite); adapters call it with the loss their step has already gathered, so it costs no sync."""
+    if not math.isfinite(loss):
+        raise AgentRLError(f"policy loss {policy!r}: the loss is {loss}, not finite on the loss mask")
+
+
+def _ones_like(values: Tensor) -> Tensor:
+    """Ones of ``values``' shape as a broadcast view of one element: nothing to fill."""
+    return torch.ones((), dtype=values.dtype, device=values.device).expand_as(values)
+
+
+def _is_figure(value: object) -> bool:
+    return isinstance(value, float) or (isinstance(value, Tensor) and value.dim() == 0 and not value.requires_grad)
+
+
+def _kind(value: object) -> str:
+    if isinstance(value, Tensor):
+        return f"Tensor of shape {tuple(value.shape)}" + (" with gradient" if value.requires_grad else "")
+    return type(value).__name__

@@ -32,9 +32,10 @@ from agentrl_plugins.components import (
 from agentrl_plugins.types import Trajectory
 
 PROJECT = "agentrl"
-HOOK_CONTRACT_VERSION = "1.3"
+HOOK_CONTRACT_VERSION = "1.4"
 """The version of the hook contract below (1.0: the first wave; 1.1 adds ``agentrl_register_models``; 1.2 adds
-``agentrl_register_policy_losses`` and turn-level credit; 1.3 adds ``agentrl_register_turn_rewards``)."""
+``agentrl_register_policy_losses`` and turn-level credit; 1.3 adds ``agentrl_register_turn_rewards``; 1.4 lets a
+policy loss's figures be 0-dim tensors and tells it whether its weights are a correction's)."""
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
@@ -82,7 +83,8 @@ def agentrl_register_policy_losses(register: Callable[[PolicyLoss], None]) -> No
     - ``register``: call ``register(PolicyLoss(name, compute, description))`` once per loss;
       ``compute(inputs, **params) -> PolicyLossResult`` gives per-token loss terms for a
       :class:`~agentrl_plugins.algorithms.policy_loss.PolicyLossInputs`, and ``params`` are the recipe's
-      ``loss.clip_low``, ``clip_high`` and ``clip_c`` its signature names.
+      ``loss.clip_low``, ``clip_high`` and ``clip_c`` its signature names. Since 1.4 its figures may be 0-dim
+      tensors (gathered once per step) and ``inputs.weighted`` says whether ``inputs.weights`` are a correction's.
     """
 
 

@@ -1,6 +1,10 @@
 """Policy losses per token: the PPO / DAPO clipped surrogate (``ppo_clip``), GSPO's sequence ratio and CISPO's
 clipped importance weight. Each takes a :class:`PolicyLossInputs` and the recipe's loss parameters it names, and
 returns per-token loss terms; the recipe's aggregation reduces them (:mod:`agentrl_plugins.algorithms.aggregation`).
+
+They run on every micro-batch of a trainer's step, so they do no more than the math: no masking the
+aggregation does anyway, no multiplying by weights of one, and figures that stay tensors on the device until the
+step gathers them (:meth:`PolicyLossResult.figures`), so no host sync.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ LOG_RATIO_BOUND = 20.0
 class PolicyLossInputs:
     """One batch as every policy loss sees it, each tensor [B, T]: the learner's log-probs (with gradient), the
     log-probs before the update (``old``) and the sampler's, per-token advantages, the loss mask and the
-    correction's per-token weights (detached; ones without a correction)."""
+    correction's per-token weights (detached). Without a correction ``weighted`` is False and ``weights`` a
+    broadcast view of ones, which a loss may skip (multiplying by it changes nothing)."""
 
     logp: Tensor
     old_logp: Tensor
@@ -26,23 +31,35 @@ class PolicyLossInputs:
     advantages: Tensor
     mask: Tensor
     weights: Tensor
+    weighted: bool = True
+
+
+Figure = float | Tensor
+"""A figure over the masked-in tokens: a float, or a 0-dim tensor without gradient left on the device."""
 
 
 @dataclass(frozen=True)
 class PolicyLossResult:
-    """Per-token loss terms [B, T] (0 off the mask) and figures over the masked-in tokens; ``clip_fraction``
-    (the share of tokens whose update the loss's clip limits) is always among them."""
+    """Per-token loss terms [B, T] and figures over the masked-in tokens (:data:`Figure`); ``clip_fraction``
+    (the share of tokens whose update the loss's clip limits) is always among them. Loss values off the mask
+    are never read: the aggregation masks them, NaN included."""
 
     per_token_loss: Tensor
-    metrics: dict[str, float] = field(default_factory=dict)
+    metrics: dict[str, Figure] = field(default_factory=dict)
+
+    def figures(self) -> dict[str, float]:
+        """The figures as floats, with one host sync for all the tensors among them."""
+        tensors = {name: value for name, value in self.metrics.items() if isinstance(value, Tensor)}
+        values = dict(zip(tensors, torch.stack([value.double().cpu() for value in tensors.values()]).tolist()
+                          if tensors else []))
+        return {name: values[name] if name in values else float(value) for name, value in self.metrics.items()}
 
 
-def _shares(on: Tensor, **hits: Tensor) -> dict[str, float]:
-    """For each of ``hits``, the share of the masked-in tokens where it holds (0 with none), as an exact ratio
-    of counts; one host sync for all of them."""
-    counts = torch.stack([torch.count_nonzero(on), *(torch.count_nonzero(hit & on) for hit in hits.values())])
-    total, *hit_counts = counts.tolist()
-    return {name: count / max(total, 1) for name, count in zip(hits, hit_counts)}
+def _shares(on: Tensor, **hits: Tensor) -> dict[str, Figure]:
+    """For each of ``hits``, the share of the masked-in tokens where it holds (0 with none): an exact ratio of
+    counts, in float64, left on the device."""
+    total = torch.count_nonzero(on).clamp(min=1).double()
+    return {name: torch.count_nonzero(hit & on).double() / total for name, hit in hits.items()}
 
 
 def _clipped(ratio: Tensor, advantages: Tensor, clip_low: float, clip_high: float) -> tuple[Tensor, Tensor]:
@@ -50,7 +67,8 @@ def _clipped(ratio: Tensor, advantages: Tensor, clip_low: float, clip_high: floa
     above the other, i.e. the ratio below ``1 - clip_low`` where A < 0 or above ``1 + clip_high`` where A > 0
     (``advantages`` broadcasts against ``ratio``). The ``clip_fraction`` figure of every framework is its share of
     the loss tokens."""
-    unclipped, clipped = -advantages * ratio, -advantages * ratio.clamp(1 - clip_low, 1 + clip_high)
+    negated = -advantages
+    unclipped, clipped = negated * ratio, negated * ratio.clamp(1 - clip_low, 1 + clip_high)
     return torch.maximum(unclipped, clipped), clipped > unclipped
 
 
@@ -68,7 +86,7 @@ def clipped_surrogate(
     """loss = -min(r*A, clip(r, 1 - clip_low, 1 + clip_high)*A), r = exp(clamp(logp - old_logp, -20, 20)).
 
     With ``clip_c``, tokens with A < 0 take min(loss, -clip_c*A) (dual clip). The loss is then
-    multiplied by the detached ``weights``. Same per-token numbers as verl 0.9.1
+    multiplied by the detached ``weights`` where given. Same per-token numbers (on the mask) as verl 0.9.1
     ``compute_policy_loss_vanilla`` (which always dual-clips, ``clip_ratio_c`` 3.0) and its
     ``pg_clipfrac`` / ``pg_clipfrac_lower`` (``clip_fraction``, ``dual_clip_fraction``), whose denominators add
     1e-8 to the token count.
@@ -79,21 +97,21 @@ def clipped_surrogate(
     adv = advantages.unsqueeze(-1) if advantages.dim() == 1 else advantages
     ratio = (logp - old_logp).clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND).exp()
     loss, binds = _clipped(ratio, adv, clip_low, clip_high)
-    dual_hit = torch.zeros_like(on)
-    if clip_c is not None:
-        bound = -adv * clip_c
-        dual_hit = (adv < 0) & (loss > bound)
-        loss = torch.where(adv < 0, torch.minimum(loss, bound), loss)
+    if clip_c is None:
+        metrics = {**_shares(on, clip_fraction=binds), "dual_clip_fraction": 0.0}
+    else:
+        bound, negative = -adv * clip_c, adv < 0
+        metrics = _shares(on, clip_fraction=binds, dual_clip_fraction=negative & (loss > bound))
+        loss = torch.where(negative, torch.minimum(loss, bound), loss)
     if weights is not None:
         loss = loss * weights.detach()
-    return PolicyLossResult(torch.where(on, loss, 0.0), _shares(
-        on, clip_fraction=binds, dual_clip_fraction=dual_hit))
+    return PolicyLossResult(loss, metrics)
 
 
 def ppo_clip(inputs: PolicyLossInputs, *, clip_low: float, clip_high: float, clip_c: float | None) -> PolicyLossResult:
     """The clipped token surrogate with the recipe's clip range and dual clip (:func:`clipped_surrogate`)."""
     return clipped_surrogate(inputs.logp, inputs.old_logp, inputs.advantages, inputs.mask, clip_low=clip_low,
-                             clip_high=clip_high, clip_c=clip_c, weights=inputs.weights)
+                             clip_high=clip_high, clip_c=clip_c, weights=inputs.weights if inputs.weighted else None)
 
 
 def sequence_log_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor) -> Tensor:
@@ -111,12 +129,11 @@ def gspo(inputs: PolicyLossInputs, *, clip_low: float, clip_high: float) -> Poli
     per sequence and the seq-mean-token-mean aggregation this is the paper's sequence-level GSPO.
     ``clip_fraction``: the share of tokens whose sequence the clip limits.
     """
-    on = inputs.mask.to(torch.bool)
     log_s = sequence_log_ratio(inputs.logp, inputs.old_logp, inputs.mask).detach()[:, None]
     log_ratio = (log_s + inputs.logp - inputs.logp.detach()).clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND)
     ratio = log_ratio.exp()
     loss, binds = _clipped(ratio, inputs.advantages, clip_low, clip_high)
-    return PolicyLossResult(torch.where(on, loss * inputs.weights.detach(), 0.0), _shares(on, clip_fraction=binds))
+    return PolicyLossResult(_weighted(loss, inputs), _shares(inputs.mask.to(torch.bool), clip_fraction=binds))
 
 
 def cispo(inputs: PolicyLossInputs, *, clip_high: float) -> PolicyLossResult:
@@ -124,8 +141,12 @@ def cispo(inputs: PolicyLossInputs, *, clip_high: float) -> PolicyLossResult:
     times the correction's weights. The weight is clipped, never the update: every token keeps its gradient.
     No lower bound, as the report sets none. ``clip_fraction``: the share of tokens whose weight was capped.
     """
-    on = inputs.mask.to(torch.bool)
     ratio = (inputs.logp - inputs.old_logp).clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND).exp().detach()
     weight = ratio.clamp(max=1 + clip_high)
-    loss = -weight * inputs.advantages * inputs.logp * inputs.weights.detach()
-    return PolicyLossResult(torch.where(on, loss, 0.0), _shares(on, clip_fraction=ratio > 1 + clip_high))
+    loss = _weighted(-weight * inputs.advantages * inputs.logp, inputs)
+    return PolicyLossResult(loss, _shares(inputs.mask.to(torch.bool), clip_fraction=ratio > 1 + clip_high))
+
+
+def _weighted(loss: Tensor, inputs: PolicyLossInputs) -> Tensor:
+    """``loss`` times the correction's detached weights, where there is a correction."""
+    return loss * inputs.weights.detach() if inputs.weighted else loss

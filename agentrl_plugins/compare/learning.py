@@ -96,8 +96,9 @@ def resolved_recipe(recipe: str, override_items: Sequence[str], seed: int, model
 
 
 def budget(recipe: Recipe) -> dict[str, Any]:
-    """What must match across arms for a fair comparison: sampled episodes, steps and evaluation."""
-    return {"train.steps": recipe.train.steps, "rollout.group_size": recipe.rollout.group_size,
+    """What must match across arms for a fair comparison: sampled episodes, steps, updates and evaluation."""
+    return {"train.steps": recipe.train.steps, "optim.updates_per_step": recipe.optim.updates_per_step,
+            "rollout.group_size": recipe.rollout.group_size,
             "rollout.tasks_per_step": recipe.rollout.tasks_per_step, "rollout.max_turns": recipe.rollout.max_turns,
             "rollout.max_new_tokens_per_turn": recipe.rollout.max_new_tokens_per_turn,
             "train.eval_every": recipe.train.eval_every,

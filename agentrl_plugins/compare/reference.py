@@ -30,7 +30,7 @@ def reference(recipe: Recipe, batch: ParityBatch, plugin_manager=None) -> Parity
         "train_reward": batch.rewards.mean().item(),
         "hacked_fraction": batch.hacked.double().mean().item(),
         "filtered_fraction": advantages.filtered_fraction,
-        "clip_fraction": policy.metrics["clip_fraction"],
+        "clip_fraction": policy.figures()["clip_fraction"],
         "is_capped_fraction": limited_fraction(correction.metrics),
         "entropy": loss_token_mean(batch.entropies, mask),
         "policy_tokens": float(mask.sum().item()),

@@ -45,7 +45,7 @@ def probe(recipe_name: str, length: int, changed: int, delta: float) -> ProbeRow
     section = recipe.loss
     bounds = f"cap {1 + section.clip_high:g}" if section.policy == "cispo" else f"{section.clip_low:g} / " \
                                                                                    f"{section.clip_high:g}"
-    return ProbeRow(recipe_name, section.policy, bounds, length, changed, delta, result.metrics["clip_fraction"],
+    return ProbeRow(recipe_name, section.policy, bounds, length, changed, delta, result.figures()["clip_fraction"],
                     abs(gradient[0, 0].item()), abs(gradient[0, -1].item()))
 
 

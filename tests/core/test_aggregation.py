@@ -64,20 +64,19 @@ def test_clipped_surrogate_by_hand(dtype):
     logp, old, adv, mask = surrogate_inputs(dtype)
     out = clipped_surrogate(logp, old, adv, mask)
     # A > 0: -min(r, clip(r, 0.8, 1.28)); A < 0: max(r, clip(r, 0.8, 1.28)); masked row: 0
-    close(out.per_token_loss, [[-1.28, -0.5, -1.1], [1.5, 0.8, 4.0], [0.0, 0.0, 0.0]])
-    assert out.metrics["clip_fraction"] == pytest.approx(2 / 6)
-    assert out.metrics["dual_clip_fraction"] == 0.0
+    close(out.per_token_loss * mask, [[-1.28, -0.5, -1.1], [1.5, 0.8, 4.0], [0.0, 0.0, 0.0]])
+    assert out.figures() == {"clip_fraction": pytest.approx(2 / 6), "dual_clip_fraction": 0.0}
     dual = clipped_surrogate(logp, old, adv, mask, clip_c=3.0)
-    close(dual.per_token_loss, [[-1.28, -0.5, -1.1], [1.5, 0.8, 3.0], [0.0, 0.0, 0.0]])
-    assert dual.metrics["dual_clip_fraction"] == pytest.approx(1 / 6)
+    close(dual.per_token_loss * mask, [[-1.28, -0.5, -1.1], [1.5, 0.8, 3.0], [0.0, 0.0, 0.0]])
+    assert dual.figures()["dual_clip_fraction"] == pytest.approx(1 / 6)
 
 
 def test_token_advantages_and_weights():
     logp, old, adv, mask = surrogate_inputs(torch.float64)
     weights = torch.tensor([[2.0, 1.0, 0.5], [0.0, 1.0, 1.0], [1.0, 1.0, 1.0]], dtype=torch.float64)
     out = clipped_surrogate(logp, old, adv.unsqueeze(-1).expand(3, 3), mask, weights=weights.requires_grad_())
-    close(out.per_token_loss, [[-2.56, -0.5, -0.55], [0.0, 0.8, 4.0], [0.0, 0.0, 0.0]])
-    out.per_token_loss.sum().backward()
+    close(out.per_token_loss * mask, [[-2.56, -0.5, -0.55], [0.0, 0.8, 4.0], [0.0, 0.0, 0.0]])
+    aggregate_loss(out.per_token_loss, mask, "token-sum").backward()
     assert weights.grad is None
 
 

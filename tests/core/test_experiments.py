@@ -25,7 +25,7 @@ from agentrl_plugins.runs.rundir import RunDir
 def test_each_experiments_arms_share_one_sample_budget_as_shipped(name):
     chosen = EXPERIMENTS[name]
     shared = check_budgets(plan_arms(list(chosen.recipes), ["trl"]), list(chosen.overrides))
-    assert shared["train.steps"] == 20 and shared["rollout.group_size"] == 8
+    assert shared["train.steps"] * shared["optim.updates_per_step"] == 20 and shared["rollout.group_size"] == 8
     if name == "credit":
         assert shared["environment"] == ("bugfix", {"renamed_variants": 4, "turn_signals": True}), \
             "potential shaping reads the public pass fraction, so every arm measures it"

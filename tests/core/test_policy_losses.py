@@ -56,34 +56,55 @@ def test_gspo_is_the_papers_sequence_level_objective_with_seq_mean_token_mean():
     assert 0 < clipped.sum() < len(s)  # the batch has clipped and unclipped sequences
     result = algorithm("gspo", **settings).policy_loss(logp, old, advantages, mask)
     expected = (clipped[:, None].double() * mask).sum() / mask.sum()
-    assert result.metrics["clip_fraction"] == pytest.approx(expected.item())
+    assert result.figures()["clip_fraction"] == pytest.approx(expected.item())
 
 
 def test_cispo_clips_the_weight_not_the_update_so_every_token_keeps_its_gradient():
     logp, old, advantages, mask = batch(seed=1)
     learner = logp.clone().requires_grad_()
     result = algorithm("cispo", **{"loss.clip_high": 0.3}).policy_loss(learner, old, advantages, mask)
-    (gradient,) = torch.autograd.grad(result.per_token_loss.sum(), learner)
+    (gradient,) = torch.autograd.grad(aggregate_loss(result.per_token_loss, mask, "token-sum"), learner)
     # MiniMax-M1 (2025), eq. 4: J = sg(r_hat) A log pi; r_hat = min(r, 1 + e_high) with no lower bound here
     ratio = (logp - old).exp()
     weight = ratio.clamp(max=1.3)
-    torch.testing.assert_close(result.per_token_loss, -(weight * advantages[:, None] * logp) * mask, atol=1e-12,
-                               rtol=0)
+    torch.testing.assert_close(result.per_token_loss * mask, -(weight * advantages[:, None] * logp) * mask,
+                               atol=1e-12, rtol=0)
     torch.testing.assert_close(gradient, -(weight * advantages[:, None]) * mask, atol=1e-12, rtol=0)
     assert bool(((gradient != 0) == mask.bool()).all())  # every masked-in token has a gradient, capped or not
     capped = (ratio > 1.3) & mask.bool()
-    assert capped.any() and result.metrics["clip_fraction"] == pytest.approx((capped.sum() / mask.sum()).item())
+    assert capped.any() and result.figures()["clip_fraction"] == pytest.approx((capped.sum() / mask.sum()).item())
 
 
 def test_ppo_clip_is_the_clipped_surrogate_with_dual_clip():
     logp, old, advantages, mask = batch(seed=2)
+    logp = torch.where(advantages[:, None] < 0, logp + 1.1, logp)  # ratios near 3 where A < 0: the dual clip binds
     result = algorithm("ppo_clip", **{"loss.clip_c": 3.0}).policy_loss(logp, old, advantages, mask)
     ratio = (logp - old).exp()
     a = advantages[:, None]
     expected = torch.maximum(-a * ratio, -a * ratio.clamp(0.8, 1.2))
     expected = torch.where(a < 0, torch.minimum(expected, -3.0 * a), expected) * mask
-    torch.testing.assert_close(result.per_token_loss, expected, atol=1e-12, rtol=0)
+    torch.testing.assert_close(result.per_token_loss * mask, expected, atol=1e-12, rtol=0)
     assert set(result.metrics) == {"clip_fraction", "dual_clip_fraction"}
+    dual = (a < 0) & (torch.maximum(-a * ratio, -a * ratio.clamp(0.8, 1.2)) > -3.0 * a) & mask.bool()
+    assert dual.any() and result.figures()["dual_clip_fraction"] == pytest.approx((dual.sum() / mask.sum()).item())
+
+
+@pytest.mark.parametrize("policy", ["ppo_clip", "gspo", "cispo"])
+def test_a_loss_on_a_micro_batch_leaves_its_figures_on_the_device_and_ignores_what_is_off_the_mask(policy):
+    """No host sync per micro-batch: the figures are 0-dim tensors until the step gathers them; the loss does not
+    mask (the aggregation does), so what lies off the mask reaches neither the loss nor its gradient."""
+    logp, old, advantages, mask = batch(seed=4)
+    result = algorithm(policy).policy_loss(logp, old, advantages, mask)
+    assert isinstance(result.metrics["clip_fraction"], torch.Tensor) and result.metrics["clip_fraction"].dim() == 0
+    assert result.figures().keys() == result.metrics.keys()
+    off = ~mask.bool()
+    shifted = torch.where(off, logp + 5.0, logp).requires_grad_()  # off the mask, ratios of e^5
+    loss = algorithm(policy).loss(shifted, old, advantages, mask)
+    (gradient,) = torch.autograd.grad(loss, shifted)
+    clean = logp.clone().requires_grad_()
+    expected = algorithm(policy).loss(clean, old, advantages, mask)
+    assert off.any() and loss.item() == expected.item() and not gradient[off].any()
+    torch.testing.assert_close(gradient, torch.autograd.grad(expected, clean)[0], atol=0, rtol=0)
 
 
 def test_a_large_change_at_a_few_tokens_of_a_long_episode_trips_the_token_clip_and_not_the_sequence_one():
@@ -92,11 +113,11 @@ def test_a_large_change_at_a_few_tokens_of_a_long_episode_trips_the_token_clip_a
     logp = old.clone()
     logp[0, 0] += 0.5  # one token e^0.5 = 1.65 times likelier
     mask, advantage = torch.ones(1, length, dtype=F64), torch.tensor([1.0], dtype=F64)
-    token = algorithm("ppo_clip").policy_loss(logp, old, advantage, mask).metrics["clip_fraction"]
+    token = algorithm("ppo_clip").policy_loss(logp, old, advantage, mask).figures()["clip_fraction"]
     sequence = algorithm("gspo", **{"loss.clip_low": 3e-4, "loss.clip_high": 4e-4})
     assert token == pytest.approx(1 / length)
-    assert sequence.policy_loss(logp, old, advantage, mask).metrics["clip_fraction"] == 0.0  # s = e^(0.5/2000)
-    assert sequence.policy_loss(logp + 1e-3, old, advantage, mask).metrics["clip_fraction"] == 1.0
+    assert sequence.policy_loss(logp, old, advantage, mask).figures()["clip_fraction"] == 0.0  # s = e^(0.5/2000)
+    assert sequence.policy_loss(logp + 1e-3, old, advantage, mask).figures()["clip_fraction"] == 1.0
 
 
 class Reinforce:
@@ -111,7 +132,7 @@ class Reinforce:
         register(PolicyLoss("not_finite", lambda inputs: PolicyLossResult(inputs.logp * float("nan"), {
             "clip_fraction": 0.0}), "Returns NaN."))
         register(PolicyLoss("tensor_figure", lambda inputs: PolicyLossResult(inputs.logp * 0, {
-            "clip_fraction": inputs.logp.mean()}), "Returns a figure with gradient."))
+            "clip_fraction": inputs.logp[0]}), "Returns a figure per token of the first row."))
 
 
 @pytest.fixture(scope="module")
@@ -130,12 +151,13 @@ def test_a_plugins_policy_loss_runs_through_the_recipe(manager):
 
 @pytest.mark.parametrize("name, message", [
     ("wrong_shape", r"policy loss 'wrong_shape': per_token_loss must be a tensor of the log-probs' shape \(6, 9\)"),
-    ("not_finite", r"policy loss 'not_finite': per_token_loss is not finite on the loss mask"),
-    ("tensor_figure", r"policy loss 'tensor_figure': metrics must be plain floats .*'clip_fraction': 'Tensor'"),
+    ("not_finite", r"policy loss 'not_finite': the loss is nan, not finite on the loss mask"),
+    ("tensor_figure", r"policy loss 'tensor_figure': metrics must be floats or 0-dim tensors without gradient.*"
+                      r"'clip_fraction': 'Tensor of shape \(9,\)'"),
 ])
 def test_a_loss_that_breaks_the_contract_is_named_with_what_was_expected(manager, name, message):
     with pytest.raises(AgentRLError, match=message):
-        algorithm(name, manager).policy_loss(*batch())
+        algorithm(name, manager).loss(*batch())
 
 
 def test_an_unknown_loss_lists_close_matches_and_an_unused_setting_is_said():

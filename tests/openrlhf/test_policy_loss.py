@@ -16,10 +16,12 @@ from openrlhf.utils.loss_utils import _optimizer_step_loss_norm
 
 from agentrl_plugins.algorithm import RecipeAlgorithm
 from agentrl_plugins.algorithms import aggregate_loss, clipped_surrogate, geometric_sequence_mask
+from agentrl_plugins.errors import AgentRLError
 
 from agentrl_openrlhf.adapter import OpenRLHFAdapter
 from agentrl_openrlhf.config import plan
 from agentrl_openrlhf.patches import patches
+from agentrl_openrlhf.recorder import save_logs_method
 
 CORRECTIONS = ["none", "token_tis", "icepop", "sequence_tis", "geometric_sequence_mask"]
 AGGREGATIONS = ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm", "token-sum"]
@@ -141,3 +143,13 @@ def test_a_step_whose_every_episode_was_filtered_has_zero_loss_not_nan(use_recip
     assert math.isnan(native.item()), "OpenRLHF's own token-mean divides 0 by 0 here"
     loss, grad = value_and_grad(openrlhf_loss(recipe, monkeypatch)(**inputs, **norm)[0], inputs)
     assert loss == 0.0 and torch.equal(grad, torch.zeros_like(grad))
+
+
+def test_a_step_whose_gathered_policy_loss_is_not_finite_stops_and_names_the_loss(use_recipe):
+    """The loss is checked once a step, on the figure OpenRLHF has already gathered, not on every micro-batch."""
+    use_recipe({"loss.policy": "cispo", "loss.aggregation": "token-mean", "loss.clip_high": 4.0})
+    logged = []
+    save = save_logs_method(lambda self, step, logs, states: logged.append(step))
+    with pytest.raises(AgentRLError, match=r"policy loss 'cispo': the loss is nan, not finite on the loss mask"):
+        save(object(), 3, {"policy_loss": float("nan")})
+    assert logged == [3], "OpenRLHF's own logs and checkpoint come first"

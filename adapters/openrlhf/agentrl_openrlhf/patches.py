@@ -174,7 +174,7 @@ def policy_loss_forward(algorithm: RecipeAlgorithm) -> Callable[..., Any]:
                                           None if correction is None else correction.weights, rollout_log_probs)
         loss = step_loss(surrogate.per_token_loss, action_mask, recipe.loss, dp_size, batch_num_tokens,
                          global_batch_size)
-        clip_ratio = torch.tensor(surrogate.metrics["clip_fraction"], device=loss.device)
+        clip_ratio = torch.as_tensor(surrogate.metrics["clip_fraction"], dtype=loss.dtype, device=loss.device)
         ppo_kl = masked_mean((old_log_probs - log_probs).detach(), action_mask, dim=None)
         if correction is None:
             return loss, clip_ratio, ppo_kl, None, None

@@ -8,9 +8,10 @@ folder (``agentrl run`` sets it). OpenRLHF's own code still does the work; the w
 - ``RemoteExperienceMaker.make_experience_batch`` counts each step's loss tokens, and those of
   compact-filtered episodes (which must be zero), and keeps each episode's counts for the episode figures;
 - ``PPOTrainer.save_logs_and_checkpoints`` (inherited; Ray's actor class holds its own copy)
-  turns OpenRLHF's step status into :class:`StepMetrics` (held back until the step's evaluation
-  when there is one), appends the raw status to ``openrlhf_steps.jsonl``, and logs the row's
-  ``agentrl/`` figures with OpenRLHF's own loggers (W&B, TensorBoard);
+  stops a step whose gathered policy loss is not finite (naming the recipe's policy loss), turns
+  OpenRLHF's step status into :class:`StepMetrics` (held back until the step's evaluation when there is
+  one), appends the raw status to ``openrlhf_steps.jsonl``, and logs the row's ``agentrl/`` figures with
+  OpenRLHF's own loggers (W&B, TensorBoard);
 - ``SamplesGenerator.generate_eval_samples`` keeps the held-out episodes for pass@1 and the
   hacked fraction, read from the agent executor's per-episode logs.
 """
@@ -28,6 +29,7 @@ from typing import Any, Sequence
 
 import torch
 
+from agentrl_plugins.algorithm import check_finite_loss
 from agentrl_plugins.plugins import get_plugin_manager
 from agentrl_plugins.runs.figures import EpisodeCounts, episode_figures
 from agentrl_plugins.runs.metrics import StepMetrics, finite, logged_figures
@@ -36,7 +38,7 @@ from agentrl_plugins.runs.report import write_report
 from agentrl_plugins.runs.rundir import RunDir
 
 from agentrl_openrlhf.patches import Patch, target
-from agentrl_openrlhf.recipe_env import RUN_DIR_ENV
+from agentrl_openrlhf.recipe_env import RECIPE_ENV, RUN_DIR_ENV, recipe_from_env
 
 STEPS_FILE = "openrlhf_steps.jsonl"
 TRAINER = "openrlhf.trainer.ppo_trainer"
@@ -178,6 +180,8 @@ def save_logs_method(original: Any) -> Any:
     @functools.wraps(original)
     def save_logs_and_checkpoints(self, global_step: int, logs_dict=None, client_states=None) -> None:
         original(self, global_step, logs_dict, client_states)
+        if logs_dict and "policy_loss" in logs_dict and os.environ.get(RECIPE_ENV):
+            check_finite_loss(recipe_from_env().loss.policy, float(logs_dict["policy_loss"]))
         recorder = self.agentrl_recorder
         tokens = self.experience_maker.agentrl_loss_tokens
         with open(recorder.run.path / STEPS_FILE, "a") as handle:
