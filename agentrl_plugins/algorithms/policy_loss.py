@@ -50,7 +50,7 @@ class PolicyLossResult:
     def figures(self) -> dict[str, float]:
         """The figures as floats, with one host sync for all the tensors among them."""
         tensors = {name: value for name, value in self.metrics.items() if isinstance(value, Tensor)}
-        values = dict(zip(tensors, torch.stack([value.double().cpu() for value in tensors.values()]).tolist()
+        values = dict(zip(tensors, torch.stack([value.double() for value in tensors.values()]).tolist()
                           if tensors else []))
         return {name: values[name] if name in values else float(value) for name, value in self.metrics.items()}
 
@@ -100,9 +100,10 @@ def clipped_surrogate(
     if clip_c is None:
         metrics = {**_shares(on, clip_fraction=binds), "dual_clip_fraction": 0.0}
     else:
-        bound, negative = -adv * clip_c, adv < 0
-        metrics = _shares(on, clip_fraction=binds, dual_clip_fraction=negative & (loss > bound))
-        loss = torch.where(negative, torch.minimum(loss, bound), loss)
+        bound = adv * -clip_c
+        held = (adv < 0) & (loss > bound)  # where the dual clip holds the loss at -clip_c * A
+        metrics = _shares(on, clip_fraction=binds, dual_clip_fraction=held)
+        loss = torch.where(held, bound, loss)
     if weights is not None:
         loss = loss * weights.detach()
     return PolicyLossResult(loss, metrics)
