@@ -7,6 +7,7 @@ trains on the same numbers.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import warnings
@@ -35,8 +36,17 @@ LOSS_PARAMETERS = ("clip_low", "clip_high", "clip_c")
 def named_params(function: Callable[..., Any], section: Any, keys: Sequence[str]) -> dict[str, Any]:
     """The values of ``section``'s ``keys`` that ``function``'s signature names, by name: how a component takes
     the recipe parameters it wants."""
-    accepted = inspect.signature(function).parameters
+    try:
+        accepted = _parameter_names(function)
+    except TypeError:  # a callable that cannot be hashed: read its signature each time
+        accepted = frozenset(inspect.signature(function).parameters)
     return {key: getattr(section, key) for key in keys if key in accepted}
+
+
+@functools.lru_cache(maxsize=256)
+def _parameter_names(function: Callable[..., Any]) -> frozenset[str]:
+    """The names in ``function``'s signature, read once per component (a loss runs on every micro-batch)."""
+    return frozenset(inspect.signature(function).parameters)
 
 
 class UnusedSettingWarning(UserWarning):

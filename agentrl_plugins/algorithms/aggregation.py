@@ -66,9 +66,12 @@ def aggregate_loss(
     if mode == "seq-mean-token-sum-norm" and (norm_constant is None or norm_constant <= 0):
         raise ValueError(f"seq-mean-token-sum-norm needs a positive norm_constant, got {norm_constant}")
     m = mask.to(per_token_loss.dtype)
-    row_sums = (torch.where(mask.to(torch.bool), per_token_loss, 0.0) * m).sum(dim=-1)
+    masked = torch.where(mask.to(torch.bool), per_token_loss, 0.0)
+    if mask.dtype != torch.bool:  # a weighting mask (a boolean one weighs every token 1)
+        masked = masked * m
     if mode == "token-sum":
-        return row_sums.sum()
+        return masked.sum()
+    row_sums = masked.sum(dim=-1)
     counts = m.sum(dim=-1)
     if mode == "token-mean":
         return _safe_div(row_sums.sum(), counts.sum())

@@ -55,11 +55,11 @@ class PolicyLossResult:
         return {name: values[name] if name in values else float(value) for name, value in self.metrics.items()}
 
 
-def _shares(on: Tensor, **hits: Tensor) -> dict[str, Figure]:
-    """For each of ``hits``, the share of the masked-in tokens where it holds (0 with none): an exact ratio of
-    counts, in float64, left on the device."""
-    total = torch.count_nonzero(on).clamp(min=1).double()
-    return {name: torch.count_nonzero(hit & on).double() / total for name, hit in hits.items()}
+def _shares(on: Tensor, dtype: torch.dtype, **hits: Tensor) -> dict[str, Figure]:
+    """For each of ``hits``, the share of the masked-in tokens where it holds (0 with none): a ratio of counts
+    in the loss's ``dtype``, left on the device."""
+    total = torch.count_nonzero(on).clamp(min=1).to(dtype)
+    return {name: torch.count_nonzero(hit & on).to(dtype) / total for name, hit in hits.items()}
 
 
 def _clipped(ratio: Tensor, advantages: Tensor, clip_low: float, clip_high: float) -> tuple[Tensor, Tensor]:
@@ -98,11 +98,11 @@ def clipped_surrogate(
     ratio = (logp - old_logp).clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND).exp()
     loss, binds = _clipped(ratio, adv, clip_low, clip_high)
     if clip_c is None:
-        metrics = {**_shares(on, clip_fraction=binds), "dual_clip_fraction": 0.0}
+        metrics = {**_shares(on, loss.dtype, clip_fraction=binds), "dual_clip_fraction": 0.0}
     else:
         bound = adv * -clip_c
         held = (adv < 0) & (loss > bound)  # where the dual clip holds the loss at -clip_c * A
-        metrics = _shares(on, clip_fraction=binds, dual_clip_fraction=held)
+        metrics = _shares(on, loss.dtype, clip_fraction=binds, dual_clip_fraction=held)
         loss = torch.where(held, bound, loss)
     if weights is not None:
         loss = loss * weights.detach()
@@ -134,7 +134,8 @@ def gspo(inputs: PolicyLossInputs, *, clip_low: float, clip_high: float) -> Poli
     log_ratio = (log_s + inputs.logp - inputs.logp.detach()).clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND)
     ratio = log_ratio.exp()
     loss, binds = _clipped(ratio, inputs.advantages, clip_low, clip_high)
-    return PolicyLossResult(_weighted(loss, inputs), _shares(inputs.mask.to(torch.bool), clip_fraction=binds))
+    return PolicyLossResult(_weighted(loss, inputs), _shares(inputs.mask.to(torch.bool), loss.dtype,
+                                                             clip_fraction=binds))
 
 
 def cispo(inputs: PolicyLossInputs, *, clip_high: float) -> PolicyLossResult:
@@ -145,7 +146,7 @@ def cispo(inputs: PolicyLossInputs, *, clip_high: float) -> PolicyLossResult:
     ratio = (inputs.logp - inputs.old_logp).clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND).exp().detach()
     weight = ratio.clamp(max=1 + clip_high)
     loss = _weighted(-weight * inputs.advantages * inputs.logp, inputs)
-    return PolicyLossResult(loss, _shares(inputs.mask.to(torch.bool), clip_fraction=ratio > 1 + clip_high))
+    return PolicyLossResult(loss, _shares(inputs.mask.to(torch.bool), loss.dtype, clip_fraction=ratio > 1 + clip_high))
 
 
 def _weighted(loss: Tensor, inputs: PolicyLossInputs) -> Tensor:

@@ -24,7 +24,7 @@ Count = Tensor | float | None
 def _per(total: Tensor, count: Tensor | float) -> Tensor:
     """``total / count``, and 0 when the step has no loss token at all (``total`` is then 0 too)."""
     count = torch.as_tensor(count, dtype=total.dtype, device=total.device)
-    return total / torch.where(count > 0, count, torch.ones_like(count))
+    return total / torch.where(count > 0, count, 1.0)
 
 
 def step_loss(per_token_loss: Tensor, mask: Tensor, loss: LossSection, dp_size: int = 1,
