@@ -72,8 +72,7 @@ def agent_trainer(recipe: Recipe | str, model: Any, tokenizer: Any = None, args:
         policy = trainer.accelerator.unwrap_model(trainer.model)
         return summarize(rollout.play(policy, held_out, recipe.train.eval_episodes_per_task, step, "eval"))
 
-    recorder = RunRecorder(run, evaluate, recipe.train.eval_every, manager.hook, recipe.optim.updates_per_step,
-                           on_end=service.close)
+    recorder = RunRecorder(run, evaluate, recipe.train.eval_every, manager.hook, on_end=service.close)
     try:
         trainer = AgentGRPOTrainer(
             model=model, args=config, processing_class=tokenizer, callbacks=[recorder, *callbacks],

@@ -20,21 +20,20 @@ from agentrl_plugins.runs.rundir import RunDir
 class RunRecorder(TrainerCallback):
     """Records each step at TRL's ``on_step_end`` of its last update, before the step is logged and checkpointed.
 
-    A step is ``updates_per_step`` of TRL's (each update is a step of TRL's ``global_step``). The held-out
-    evaluation runs every ``eval_every`` steps and at the last; its time is the row's ``eval_seconds``, not in
-    the step's ``seconds``. The row's figures are added to the trainer's metrics, which TRL averages over the
-    step's updates into the step's log.
+    A step is ``num_iterations`` of TRL's updates (``optim.updates_per_step``; TRL's ``global_step`` counts
+    updates). The held-out evaluation runs every ``eval_every`` steps and at the last; its time is the row's
+    ``eval_seconds``, not in the step's ``seconds``. The row's figures are added to the trainer's metrics,
+    which TRL averages over the step's updates into the step's log.
     """
 
     def __init__(self, run: RunDir, evaluate: Callable[[int], Evaluation], eval_every: int, hooks: Any,
-                 updates_per_step: int = 1, on_end: Callable[[], None] = lambda: None):
+                 on_end: Callable[[], None] = lambda: None):
         self.run, self.evaluate, self.eval_every, self.hooks, self.on_end = run, evaluate, eval_every, hooks, on_end
-        self.updates_per_step = updates_per_step
         self.trainer: Any = None
         self.started = time.monotonic()
 
     def on_train_begin(self, args, state, control, **kwargs):
-        self.run.truncate_metrics(state.global_step // self.updates_per_step)
+        self.run.truncate_metrics(state.global_step // args.num_iterations)
         if state.global_step == 0:
             started = time.monotonic()
             evaluation = self.evaluate(0)
@@ -44,14 +43,14 @@ class RunRecorder(TrainerCallback):
             self.trainer.log(logged_figures(row))
 
     def on_step_begin(self, args, state, control, **kwargs):
-        if state.global_step % self.updates_per_step == 0:  # the step's first update
+        if state.global_step % args.num_iterations == 0:  # the step's first update
             self.started = time.monotonic()
 
     def on_step_end(self, args, state, control, **kwargs):
-        if state.global_step % self.updates_per_step:  # not the step's last update
+        if state.global_step % args.num_iterations:  # not the step's last update
             return
         seconds = time.monotonic() - self.started
-        step = state.global_step // self.updates_per_step
+        step = state.global_step // args.num_iterations
         started = time.monotonic()
         last = state.global_step == state.max_steps
         evaluation = self.evaluate(step) if step % self.eval_every == 0 or last else None
