@@ -37,12 +37,6 @@ FDS_SOURCE = (  # f returns the file descriptors open in the candidate
 HOSTILE = {
     "infinite_loop": ("def f():\n    while True:\n        pass\n", "timeout", "wall clock"),
     "hang_at_import": ("while True:\n    pass\n", "timeout", "wall clock"),
-    "string_bomb": ("def f():\n    return len(' ' * 10**10)\n", "memory", "MemoryError"),
-    "list_bomb": (
-        "def f():\n    hoard = []\n    while True:\n        hoard.append(bytearray(1 << 20))\n",
-        "memory",
-        "MemoryError",
-    ),
     "segfault": ("import ctypes\ndef f():\n    return ctypes.string_at(0)\n", "crashed", "SIGSEGV"),
     "abort": ("import os\ndef f():\n    os.abort()\n", "crashed", "SIGABRT"),
     "os_exit_zero": ("import os\ndef f():\n    os._exit(0)\n", "exited", "code 0"),
@@ -56,10 +50,23 @@ HOSTILE = {
         "output",
     ),
 }
+MEMORY_BOMBS = {  # touching 256 MB takes 0.1 s here and over 1 s on a cold VM: its own, roomier clock
+    "string_bomb": "def f():\n    return len(' ' * 10**10)\n",
+    "list_bomb": "def f():\n    hoard = []\n    while True:\n        hoard.append(bytearray(1 << 20))\n",
+}
+ROOMY_TIMEOUT_S = 20.0
+
 
 @pytest.fixture(scope="module")
 def sandbox():
     with Sandbox(workers=2, timeout_s=TIMEOUT_S, memory_mb=256, cpu_s=2) as box:
+        yield box
+
+
+@pytest.fixture(scope="module")
+def roomy_sandbox():
+    """The same limits except the wall clock and CPU seconds, so the memory limit is the one that trips."""
+    with Sandbox(workers=2, timeout_s=ROOMY_TIMEOUT_S, memory_mb=256, cpu_s=int(ROOMY_TIMEOUT_S)) as box:
         yield box
 
 
@@ -144,6 +151,15 @@ def test_hostile_candidate_is_contained(sandbox, name):
     assert detail in result.detail, result
     assert not result.passed and not result.results[0].passed
     assert_healthy(sandbox)
+
+
+@pytest.mark.parametrize("name", MEMORY_BOMBS)
+def test_memory_bomb_meets_the_memory_limit(roomy_sandbox, name):
+    result = timed_run(roomy_sandbox, MEMORY_BOMBS[name])
+    assert result.status == "memory", result
+    assert "MemoryError" in result.detail, result
+    assert not result.passed and not result.results[0].passed
+    assert_healthy(roomy_sandbox)
 
 
 def test_early_death_keeps_finished_cases(sandbox):
