@@ -7,7 +7,6 @@ sampling settings, it passes them in and the service applies them the same way e
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -106,15 +105,10 @@ class EpisodeService:
 
             if self.gateway is None:
                 self.gateway = Gateway().start()
-            trajectory = await play_agent_program(
+            return await play_agent_program(
                 self.gateway, self.env, task, generate, tokenizer, limits or self.limits(),  # type: ignore[arg-type]
                 sampling or self.sampling(), verifier=self.verifier, group_id=group_id,
                 policy_version=policy_version, hooks=self.hooks)
-            if trajectory.segments:
-                warnings.warn(f"an agent program's episode of task {task.id!r} went on in "
-                              f"{len(trajectory.segments)} more segment(s) (its conversation stopped extending the "
-                              "sampled tokens); the adapters train the first segment only so far", stacklevel=2)
-            return trajectory
         return await run_episode(self.env, task, generate, tokenizer, limits or self.limits(),
                                  verifier=self.verifier, sampling=sampling or self.sampling(), group_id=group_id,
                                  policy_version=policy_version, codec=codec, hooks=self.hooks,

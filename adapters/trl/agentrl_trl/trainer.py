@@ -7,21 +7,25 @@ from typing import Any
 
 import torch
 from trl import GRPOTrainer
+from trl.trainer.utils import use_adapter
 
-from agentrl_plugins.algorithm import RecipeAlgorithm
+from agentrl_plugins.algorithm import Advantages, RecipeAlgorithm
 from agentrl_plugins.algorithms.aggregation import row_scale
 from agentrl_plugins.algorithms.corrections import limited_fraction
 from agentrl_plugins.batch import TrajectoryBatch
 from agentrl_plugins.runs.figures import EpisodeCounts, episode_figures
+from agentrl_plugins.segments import LaterSegments, with_later_segments
 
 from agentrl_trl.config import loss_mapping
 from agentrl_trl.rollout import EpisodeRollout, episode_reward
+from agentrl_trl.segments import LEARNER_LOGPS, append_segments
 
 
 class AgentGRPOTrainer(GRPOTrainer):
     """Replaces TRL's advantages with the core's; the rest of the GRPO step is TRL's own code.
 
-    After TRL scores a batch: filtered trajectories lose every loss token (``tool_mask``), the
+    After TRL scores a batch: agent programs' later segments become rows of their own (carrying their episode's
+    advantage), filtered trajectories lose every loss token (``tool_mask``), the
     recipe's estimator gives the advantages (one per trajectory, or per turn or token), and the correction's
     per-token weights and the aggregation's row scale are folded into a (B, T) advantage (exact for the
     clipped surrogate, since each weight is non-negative).
@@ -38,7 +42,9 @@ class AgentGRPOTrainer(GRPOTrainer):
         output = super()._generate_and_score_completions(inputs)
         trajectories = self.episode_rollout.trajectories
         batch = TrajectoryBatch.from_trajectories(trajectories, output["sampling_per_token_logps"].dtype)
-        advantages = self.algorithm.advantages(batch.rewards, batch.group_ids, batch.terminations, batch)
+        episodes = self.algorithm.advantages(batch.rewards, batch.group_ids, batch.terminations, batch)
+        later = LaterSegments.of(trajectories, self.algorithm.level)
+        advantages = self._append_segments(output, later, episodes) if later.rows else episodes
         valid = advantages.valid.to(output["tool_mask"].device)
         tool_mask = output["tool_mask"] * valid[:, None].to(output["tool_mask"].dtype)
         mask = output["completion_mask"] * tool_mask
@@ -53,7 +59,7 @@ class AgentGRPOTrainer(GRPOTrainer):
         self.step_stats = {
             "train_reward": batch.rewards.mean().item(),
             "hacked_fraction": batch.hacked.float().mean().item(),
-            "filtered_fraction": advantages.filtered_fraction,
+            "filtered_fraction": episodes.filtered_fraction,
             "is_capped_fraction": limited_fraction(correction.metrics),
             "is_masked_fraction": correction.metrics["masked_fraction"],
             "mismatch_kl": correction.metrics["mismatch_kl"],
@@ -62,6 +68,35 @@ class AgentGRPOTrainer(GRPOTrainer):
             "rollout_seconds": time.monotonic() - started,
         }
         return output
+
+    def _append_segments(self, output: dict[str, Any], later: LaterSegments, advantages: Advantages) -> Advantages:
+        """Later segments as rows of the batch (:mod:`agentrl_trl.segments`), their learner log-probs computed as
+        TRL computes its own rows'; the advantages of every row."""
+        rows = append_segments(output, later.rows, self.processing_class.pad_token_id)
+        for key in LEARNER_LOGPS:
+            if key in output:
+                output[key][rows] = self._segment_logps(output, rows, key)
+        return with_later_segments(advantages, later)
+
+    def _segment_logps(self, output: dict[str, Any], rows: slice, key: str) -> torch.Tensor:
+        """The policy's (``old_per_token_logps``) or the reference's log-probs of ``rows``' completions."""
+        input_ids = torch.cat([output["prompt_ids"][rows], output["completion_ids"][rows]], dim=1)
+        attention_mask = torch.cat([output["prompt_mask"][rows], output["completion_mask"][rows]], dim=1)
+        width = output["completion_ids"].size(1)
+        batch_size = self.args.per_device_train_batch_size
+
+        def logps(model: Any) -> torch.Tensor:
+            return self._get_per_token_logps_and_entropies(model, input_ids, attention_mask, width,
+                                                           batch_size=batch_size)[0]
+
+        with torch.no_grad():
+            if key == "old_per_token_logps":
+                return logps(self.model)
+            if self.ref_model is not None:
+                return logps(self.ref_model)
+            model = self.accelerator.unwrap_model(self.model)
+            with use_adapter(model, adapter_name="ref" if "ref" in model.peft_config else None):
+                return logps(self.model)
 
     def _learner_logps(self, output: dict[str, Any]) -> torch.Tensor:
         """The trainer's log-probs of the sampled tokens at the sampling temperature, before this update."""

@@ -32,8 +32,17 @@ def _client(base_url: str) -> Any:
     return openai.OpenAI(base_url=base_url, api_key="per-episode", max_retries=0)
 
 
-def play(link: AgentLink, gym: BugFixGym) -> Submission:
-    """Play ``link.task`` with the model behind ``link``; the submission (or the source as it stands) is returned."""
+def windowed(messages: list[dict[str, Any]], keep_turns: int | None) -> list[dict[str, Any]]:
+    """The system prompt, the task, and the last ``keep_turns`` exchanges of ``messages`` (all of them for None):
+    the sliding context window agents keep when a history outgrows them."""
+    if keep_turns is None or len(messages) <= 2 + 2 * keep_turns:
+        return messages
+    return messages[:2] + messages[len(messages) - 2 * keep_turns:] if keep_turns else messages[:2]
+
+
+def play(link: AgentLink, gym: BugFixGym, keep_turns: int | None = None) -> Submission:
+    """Play ``link.task`` with the model behind ``link``; the submission (or the source as it stands) is returned.
+    With ``keep_turns`` the model sees only the last that many exchanges (:func:`windowed`)."""
     import openai
 
     client = _client(link.base_url).with_options(api_key=link.api_key, timeout=link.timeout_s)
@@ -43,7 +52,8 @@ def play(link: AgentLink, gym: BugFixGym) -> Submission:
     try:
         while True:
             try:
-                raw = client.chat.completions.with_raw_response.create(model=link.model, messages=messages)
+                raw = client.chat.completions.with_raw_response.create(model=link.model,
+                                                                       messages=windowed(messages, keep_turns))
             except openai.APIStatusError as error:
                 if EPISODE_END_HEADER in error.response.headers:
                     break
@@ -81,18 +91,26 @@ class BugFixAgentGym(BugFixGym):
     """The BugFix gym played by an agent program through the gateway (environment ``bugfix_agent``): the shipped
     loop (:func:`play`), or with ``command`` the user's own program run as a process
     (:mod:`agentrl_plugins.agent_command`; given :func:`program_input`, answering as :func:`program_submission`
-    reads). Takes the options of :class:`~bugfix_gym.env.BugFixGym` too."""
+    reads). ``keep_turns``: the shipped loop shows the model only its last that many exchanges, so from the turn
+    after, each conversation no longer extends the tokens sampled before (a new segment each turn: drift). Takes
+    the options of :class:`~bugfix_gym.env.BugFixGym` too."""
 
-    def __init__(self, command: str | list[str] | None = None, **options: Any):
+    def __init__(self, command: str | list[str] | None = None, keep_turns: int | None = None, **options: Any):
         missing = [name for name in ("openai", "starlette", "uvicorn") if importlib.util.find_spec(name) is None]
         if missing:
             raise ImportError(f"environment 'bugfix_agent' needs {', '.join(missing)}: "
                               "pip install 'agentrl-bugfix-gym[agent]'")
+        if keep_turns is not None and (isinstance(keep_turns, bool) or not isinstance(keep_turns, int)
+                                       or keep_turns < 0):
+            raise ValueError(f"keep_turns must be a whole number of exchanges >= 0, got {keep_turns!r}")
+        if keep_turns is not None and command is not None:
+            raise ValueError("keep_turns sets the shipped loop's context window; a command's program keeps its own")
         self.command = None if command is None else AgentCommand.parse(command)
+        self.keep_turns = keep_turns
         super().__init__(**options)
 
     def run_agent(self, link: AgentLink) -> Submission:
         if self.command is None:
-            return play(link, self)
+            return play(link, self, self.keep_turns)
         family = self.family(link.task.family)
         return program_submission(family, self.command.run(link, program_input(family)), self.run_tests)

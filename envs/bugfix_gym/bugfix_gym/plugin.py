@@ -15,7 +15,8 @@ def agentrl_register_environments(register):
                          turn_states=True))
     register(Environment("bugfix_agent", _agent_gym,
                          "The BugFix tasks played by an agent program through the gateway: the shipped openai-client "
-                         "loop, or your own program with option command."))
+                         "loop (option keep_turns: a sliding context window), or your own program with option "
+                         "command."))
 
 
 def _agent_gym(**options):
@@ -28,6 +29,7 @@ def _agent_gym(**options):
 _GYM_OPTIONS = inspect.signature(BugFixGym)
 _agent_gym.__signature__ = _GYM_OPTIONS.replace(  # type: ignore[attr-defined]  # its options, checked by name
     parameters=[inspect.Parameter("command", inspect.Parameter.KEYWORD_ONLY, default=None),
+                inspect.Parameter("keep_turns", inspect.Parameter.KEYWORD_ONLY, default=None),
                 *(p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in _GYM_OPTIONS.parameters.values())])
 
 
