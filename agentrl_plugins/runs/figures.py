@@ -32,7 +32,7 @@ EPISODE_FIGURES = ("success_tokens", "failure_tokens", "redundant_per_success", 
 @dataclass(frozen=True)
 class EpisodeCounts:
     """What one training episode adds to its step's episode figures: whether it is an honest success (passed,
-    not hacked), its policy tokens (all it sampled, filtered or not) and its turns flagged
+    not hacked), its policy tokens (all it sampled, in every segment, filtered or not) and its turns flagged
     :data:`~agentrl_plugins.types.REDUNDANT_SIGNAL` (0 where the environment flags none), and the times an agent
     program's conversation stopped extending the sampled tokens (``drift``: its segments after the first)."""
 
@@ -43,8 +43,8 @@ class EpisodeCounts:
 
     @classmethod
     def of(cls, trajectory: Trajectory) -> EpisodeCounts:
-        return cls(honest_pass(trajectory.verdict), trajectory.policy_tokens, redundant_turns(trajectory),
-                   len(trajectory.segments))
+        return cls(honest_pass(trajectory.verdict), trajectory.policy_tokens + sum(
+            part.policy_tokens for part in trajectory.segments), redundant_turns(trajectory), len(trajectory.segments))
 
 
 def redundant_turns(trajectory: Trajectory) -> int:

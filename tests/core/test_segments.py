@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from agentrl_plugins.algorithm import Advantages
+from agentrl_plugins.runs.figures import EpisodeCounts
 from agentrl_plugins.segments import LaterSegments, UntrainedSegmentsWarning, training_segments, with_later_segments
 from agentrl_plugins.types import Trajectory
 
@@ -41,3 +42,8 @@ def test_per_token_advantages_cannot_reach_a_later_segment():
     later = LaterSegments.of([episode("a", 1)])
     with pytest.raises(ValueError, match="carries its episode's one advantage"):
         with_later_segments(Advantages(torch.zeros(1, 2), torch.tensor([True])), later)
+
+
+def test_an_episodes_sampled_tokens_count_every_segment():
+    counts = EpisodeCounts.of(episode("a", 2))
+    assert counts.policy_tokens == 6 and counts.drift == 2

@@ -11,6 +11,7 @@ import json
 import pickle
 from types import SimpleNamespace
 
+import pytest
 import torch
 from conftest import HACK, MAX_LEN, SOLVE, STALL, FakeLLMEngine, experience_of, rollout, rollout_params
 from openrlhf.utils.agent import SingleTurnAgentExecutor
@@ -20,6 +21,7 @@ from vllm import SamplingParams
 from agentrl_plugins.cli import build_app
 from agentrl_plugins.plugins import get_plugin_manager
 from agentrl_plugins.recipe import load_recipe
+from agentrl_plugins.segments import UntrainedSegmentsWarning
 
 from agentrl_openrlhf.dataset import dataset_rows
 from agentrl_openrlhf.shipped import AGENT_EXECUTOR, REWARD_FUNC
@@ -157,3 +159,12 @@ async def test_evaluation_sampling_comes_from_openrlhf(use_recipe, model, tokeni
 
     await rollout(SimpleNamespace(generate=spy), tokenizer, "clamp", 1, temperature=0.6)
     assert seen and set(seen) == {0.6}
+
+
+async def test_an_agent_programs_later_segments_are_said_untrained(use_recipe, model, tokenizer):
+    use_recipe({"environment.name": "bugfix_agent", "environment.options": {"keep_turns": 1},
+                "rollout.max_turns": 3, "filtering.compact": False})
+    engine = FakeLLMEngine(model, tokenizer)
+    with pytest.warns(UntrainedSegmentsWarning, match="1 later segment.*OpenRLHF's executor returns one sample"):
+        responses = await rollout(engine, tokenizer, "clamp", 1)
+    assert responses[0]["extra_logs"]["drift"] == 1.0

@@ -124,3 +124,31 @@ def test_a_trajectory_estimator_naming_an_advantage_parameter_gets_the_recipes_v
                                        config, np.array(GROUPS, dtype=object))
     assert seen == [0.5]
     assert torch.allclose(values, per_row(0.5 * rloo(REWARDS, group_tensor()), data), atol=1e-6)
+
+
+def test_an_agent_loops_several_outputs_are_rows_of_one_episode_in_verls_multi_output_path():
+    from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
+
+    from agentrl_verl.verl_plugin.estimators import carried_sessions
+
+    # rows 0-7: one output per session; rows 8-9: session a_0's later outputs (its segments), row 10: b_1's
+    keys = [f"{uid}_{session}_0" for uid, session in zip(GROUPS, [0, 1, 2, 3] * 2)] + ["a_0_1", "a_0_2", "b_1_1"]
+    data = batch()
+    extra = batch().select_idxs([0, 0, 5])
+    extra.non_tensor_batch["uid"] = np.array(["a", "a", "b"], dtype=object)
+    data = DataProto.concat([data, extra])
+    config = algorithm_config(loss_agg_mode="seq-mean-token-mean")
+
+    def verls(with_sessions: bool) -> torch.Tensor:
+        copy = data.select_idxs(list(range(len(data))))
+        if not with_sessions:
+            return compute_advantage_for_multi_trajectories(copy, keys, "agentrl_rloo", config=config).batch[
+                "advantages"]
+        with carried_sessions(keys):
+            return compute_advantage_for_multi_trajectories(copy, keys, "agentrl_rloo", config=config).batch[
+                "advantages"]
+
+    episodes = rloo(REWARDS, group_tensor())  # each episode once in its group's baseline
+    expected = torch.cat([episodes, episodes[[0, 0, 5]]])  # seq-mean's row scale B/R is 1: every row has tokens
+    assert torch.allclose(verls(True), per_row(expected, data), atol=1e-6)
+    assert not torch.allclose(verls(False), per_row(expected, data), atol=1e-3), "rows as episodes skew the groups"

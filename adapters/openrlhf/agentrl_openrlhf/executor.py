@@ -4,11 +4,13 @@ The dataset's ``label`` is the task id (``agentrl openrlhf dataset`` writes it);
 text is only echoed back, since the runner renders the task's prompt with the tokenizer's chat
 template itself. The verifier's reward is the episode's reward. Policy tokens are exactly the
 ``action_ranges``; a compact-filtered episode returns ``action_ranges=[]`` and so carries no loss. For a
-turn- or token-level estimator the label also carries the episode's turns.
+turn- or token-level estimator the label also carries the episode's turns. An agent program's later segments
+(its conversation stopped extending the sampled tokens) are not trained here yet, and a warning says so.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from openrlhf.utils.agent import AgentExecutorBase
@@ -16,6 +18,7 @@ from openrlhf.utils.agent import AgentExecutorBase
 from agentrl_plugins.episode_service import EpisodeService
 from agentrl_plugins.runs.evaluate import honest_pass
 from agentrl_plugins.runs.figures import redundant_turns
+from agentrl_plugins.segments import UntrainedSegmentsWarning
 from agentrl_plugins.types import Trajectory
 
 from agentrl_openrlhf.engine import engine_generate
@@ -71,4 +74,9 @@ class AgentExecutor(AgentExecutorBase):
         sampling = self.service.sampling(sampling_params.temperature, sampling_params.top_p, sampling_params.top_k)
         trajectory = await self.service.play(task, engine_generate(llm_engine, sampling_params), hf_tokenizer,
                                              sampling=sampling, limits=self.service.limits(max_length))
+        if trajectory.segments:
+            warnings.warn(f"task {task.id!r}: {len(trajectory.segments)} later segment(s) of an agent program's "
+                          "episode are not trained: OpenRLHF's executor returns one sample per episode (TRL and "
+                          "verl train them as rows of their own; the run's drift_per_episode counts them)",
+                          UntrainedSegmentsWarning, stacklevel=2)
         return executor_output(trajectory, prompt, label, images, self.service.keeps(trajectory), self.carry_turns)

@@ -61,6 +61,10 @@ class RecordingAlgorithm:
     def recipe(self) -> Recipe:
         return self.algorithm.recipe
 
+    @property
+    def level(self) -> str:
+        return self.algorithm.level
+
     def advantages(self, *args: Any) -> Advantages:
         self.advantages_made.append(self.algorithm.advantages(*args))
         return self.advantages_made[-1]

@@ -39,11 +39,20 @@ class EpisodeRecord:
     started: float = 0.0
     ended: float = 0.0
     """When it was played (wall clock, seconds since the epoch; 0 in logs written before they were kept)."""
+    later_policy_tokens: int = 0
+    """The policy tokens sampled in its later segments."""
+    later_trained: bool = True
+    """Whether verl trains its later segments, as rows beside it (a trajectory-level estimator does)."""
 
     @property
     def policy_tokens(self) -> int:
-        """Tokens in the loss: none when the episode is compact-filtered."""
-        return 0 if self.filtered else sum(self.policy_mask)
+        """Tokens in the loss, its later segments' included: none when the episode is compact-filtered."""
+        return 0 if self.filtered else self.sampled_policy_tokens if self.later_trained else sum(self.policy_mask)
+
+    @property
+    def sampled_policy_tokens(self) -> int:
+        """The policy tokens it sampled, in every segment, filtered or not."""
+        return sum(self.policy_mask) + self.later_policy_tokens
 
 
 def played_seconds(episodes: list[EpisodeRecord]) -> float | None:

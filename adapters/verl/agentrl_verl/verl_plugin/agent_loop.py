@@ -29,6 +29,7 @@ from agentrl_plugins.recipe_schema import EnvironmentSection
 from agentrl_plugins.runs.evaluate import honest_pass
 from agentrl_plugins.runs.figures import redundant_turns
 from agentrl_plugins.runs.rundir import read_recipe_file
+from agentrl_plugins.segments import training_segments
 from agentrl_plugins.types import Generation, Sampling, Task, Trajectory
 
 from agentrl_verl.episodes import EPISODES_FILE, EpisodeRecord, append_episode
@@ -96,16 +97,20 @@ class EpisodeAgentLoop(AgentLoopBase):
         self.limits = self.service.limits()
         self.carries_turns = self.service.algorithm.level != "trajectory"
 
-    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput | list[AgentLoopOutput]:
+        """The episode's output; an agent program's episode that drifted, one output per trained segment (verl's
+        multi-output agent loop: each a row, the last one's reward and advantage carried by all)."""
         task = self.service.task(kwargs["extra_info"]["task_id"],
                                  "Write the dataset with: agentrl verl prepare RECIPE --run-dir DIR")
         generate = ServerGenerate(self.server_manager, sampling_params, self.tokenizer.eos_token_id)
         sampling = self.service.sampling(sampling_params["temperature"], sampling_params["top_p"],
                                          sampling_params["top_k"])
         trajectory = await self.service.play(task, generate, self.tokenizer, sampling=sampling, limits=self.limits)
-        output = self.output(trajectory, generate.seconds, generate.global_steps)
-        append_episode(self.episodes_file, episode_record(task, trajectory, output))
-        return output
+        parts = training_segments(trajectory, self.service.algorithm.level)
+        outputs = [self.output(part, generate.seconds if index == 0 else 0.0, generate.global_steps)
+                   for index, part in enumerate(parts)]
+        append_episode(self.episodes_file, episode_record(task, trajectory, outputs[0], len(parts) > 1))
+        return outputs[0] if len(outputs) == 1 else outputs
 
     def output(self, trajectory: Trajectory, generate_seconds: float,
                global_steps: list[int] | None = None) -> AgentLoopOutput:
@@ -148,8 +153,10 @@ class EpisodeAgentLoop(AgentLoopBase):
                                  f"the recipe's rollout.max_context_tokens ({self.limits.max_context_tokens})")
 
 
-def episode_record(task: Task, trajectory: Trajectory, output: AgentLoopOutput) -> EpisodeRecord:
-    """The episode log's line for ``trajectory`` as ``output`` hands it to verl."""
+def episode_record(task: Task, trajectory: Trajectory, output: AgentLoopOutput,
+                   later_trained: bool = False) -> EpisodeRecord:
+    """The episode log's line for ``trajectory`` as ``output`` hands it to verl (``later_trained``: with its later
+    segments as rows beside it)."""
     verdict, extra, ended = trajectory.verdict, output.extra_fields, time.time()
     return EpisodeRecord(
         split=task.split, weights_version=int(extra["min_global_steps"]), task_id=trajectory.task_id,
@@ -158,7 +165,8 @@ def episode_record(task: Task, trajectory: Trajectory, output: AgentLoopOutput) 
         filtered=bool(extra["reward_extra_info"]["filtered"]), prompt_ids=list(trajectory.prompt_ids),
         response_ids=list(trajectory.response_ids), policy_mask=list(trajectory.response_mask),
         logprobs=[float(x) for x in trajectory.logprobs], redundant=redundant_turns(trajectory),
-        drift=len(trajectory.segments), started=ended - trajectory.seconds, ended=ended)
+        drift=len(trajectory.segments), later_policy_tokens=sum(part.policy_tokens for part in trajectory.segments),
+        later_trained=later_trained, started=ended - trajectory.seconds, ended=ended)
 
 
 def loop_class_name(environment_name: str) -> str:

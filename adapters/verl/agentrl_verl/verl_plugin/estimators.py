@@ -14,6 +14,10 @@ not carry: the agent loop puts them in the row's ``extra_fields`` (:data:`TURNS_
 trainer hands them, in the batch's row order, to the estimator through :func:`carried_turns` for the
 duration of verl's own ``_compute_advantage``.
 
+An agent loop's several outputs (an agent program's later segments) are rows of one episode: the recording
+trainer hands verl's row keys through :func:`carried_sessions`, and a trajectory-level estimator computes on the
+episodes (one reward each, the group counting each once) and gives every row its episode's value.
+
 Row scale: verl 0.9.1's trainer divides the sequence-mean losses by every row of
 the mini-batch (``global_batch_size``), the core by the rows that keep a loss
 token. With one mini-batch per step (what the launcher sets) the factor
@@ -46,6 +50,7 @@ TURNS_FIELD = "agentrl_turns"
 """The ``extra_fields`` key under which the agent loop hands each row's :class:`TurnRecord` to the trainer (as
 its :meth:`~TurnRecord.as_fields`: verl stores the outputs' fields as plain data)."""
 _TURNS: contextvars.ContextVar[Sequence[TurnRecord] | None] = contextvars.ContextVar("agentrl_turns", default=None)
+_SESSIONS: contextvars.ContextVar[Sequence[str] | None] = contextvars.ContextVar("agentrl_sessions", default=None)
 
 
 @contextlib.contextmanager
@@ -56,6 +61,31 @@ def carried_turns(records: Sequence[TurnRecord]) -> Iterator[None]:
         yield
     finally:
         _TURNS.reset(token)
+
+
+@contextlib.contextmanager
+def carried_sessions(keys: Sequence[str]) -> Iterator[None]:
+    """Within the block, the estimators read the rows' episodes from verl's row keys, ``{uid}_{session}_{index}``:
+    an agent loop's several outputs (an agent program's segments) are one episode, each a row."""
+    token = _SESSIONS.set([key.rsplit("_", 1)[0] for key in keys])
+    try:
+        yield
+    finally:
+        _SESSIONS.reset(token)
+
+
+def row_episodes(rows: int) -> Tensor:
+    """Each row's episode index (rows of one agent loop's outputs share theirs); each row its own without carried
+    sessions."""
+    sessions = _SESSIONS.get()
+    if sessions is None or len(sessions) != rows:
+        return torch.arange(rows)
+    _, first, inverse = np.unique(np.asarray(sessions, dtype=object).astype(str), return_index=True,
+                                  return_inverse=True)
+    order = np.argsort(first)  # episodes numbered in the order their first row comes
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return torch.as_tensor(rank[inverse.reshape(-1)], dtype=torch.long)
 
 
 def current_turns(name: str, rows: int) -> Sequence[TurnRecord]:
@@ -90,10 +120,19 @@ def verl_estimator(record: Any) -> Callable[..., tuple[Tensor, Tensor]]:
         rewards = token_level_rewards.sum(dim=-1)
         valid = response_mask.sum(dim=-1) > 0
         section = recipe_from_config(config).advantage if select(config, RECIPE_KEY) is not None else AdvantageSection()
-        turns = None if record.level == "trajectory" else TurnRows.of(current_turns(name, len(rewards)), response_mask)
-        values = estimated_advantages(record.compute, record.level, record.name, section, rewards,
-                                      group_ids(index).to(rewards.device), valid, turns)
         scale = row_scale(select(config, "actor_rollout_ref.actor.loss_agg_mode"), valid)
+        groups = group_ids(index).to(rewards.device)
+        if record.level == "trajectory":  # one value per episode, carried by each of its rows
+            episode = row_episodes(len(rewards))
+            first = torch.as_tensor(np.unique(episode.numpy(), return_index=True)[1], device=rewards.device)
+            episode = episode.to(rewards.device)
+            kept = torch.zeros(len(first), device=rewards.device).index_add_(0, episode, valid.float()) > 0
+            values = estimated_advantages(record.compute, record.level, record.name, section, rewards[first],
+                                          groups[first], kept)[episode]
+        else:
+            turns = TurnRows.of(current_turns(name, len(rewards)), response_mask)
+            values = estimated_advantages(record.compute, record.level, record.name, section, rewards, groups,
+                                          valid, turns)
         per_token = values.unsqueeze(-1) if values.dim() == 1 else values
         advantages = (per_token * scale).to(token_level_rewards.dtype) * response_mask
         return advantages, advantages

@@ -32,7 +32,7 @@ from agentrl_verl.names import PREFIX
 from agentrl_verl.own_config import reconcile_config, value_at
 from agentrl_verl.recipe_file import RECIPE_KEY, select
 from agentrl_verl.recorder import ENTROPY_KEY, StepRecorder
-from agentrl_verl.verl_plugin.estimators import TURNS_FIELD, carried_turns
+from agentrl_verl.verl_plugin.estimators import TURNS_FIELD, carried_sessions, carried_turns
 
 MODE = "sync"
 
@@ -135,10 +135,34 @@ class AgentRLTrainer(PPOTrainerSync):
 
     def _compute_advantage(self, batch: Any, metrics: dict[str, Any]) -> Any:
         estimator = str(self.config.algorithm.adv_estimator)
-        if not turn_level(estimator):
-            return super()._compute_advantage(batch, metrics)
-        with carried_turns(batch_turns(batch, estimator)):
-            return super()._compute_advantage(batch, metrics)
+        with carried_sessions(batch.keys):
+            if not turn_level(estimator):
+                return super()._compute_advantage(batch, metrics)
+            with carried_turns(batch_turns(batch, estimator)):
+                return super()._compute_advantage(batch, metrics)
+
+    def _get_required_batch_multiple(self, dp_size: int) -> int:
+        if self.agentrl is None:
+            return super()._get_required_batch_multiple(dp_size)
+        return dp_size  # one mini-batch of every row (_update_actor): the ranks' shares are all it must divide
+
+    def _update_actor(self, batch: Any, metrics: dict[str, Any]) -> Any:
+        """verl's update, with the recipe's one mini-batch per step made of every row: an agent program's later
+        segments add rows, which verl would otherwise split into more mini-batches (more optimizer steps)."""
+        if self.agentrl is None:
+            return super()._update_actor(batch, metrics)
+        group = self.actor_rollout_wg
+        update = group.update_actor
+
+        def whole_batch(data: Any) -> Any:
+            data.extra_info.update(global_batch_size=len(data), mini_batch_size=len(data))
+            return update(data)
+
+        group.update_actor = whole_batch
+        try:
+            return super()._update_actor(batch, metrics)
+        finally:
+            group.update_actor = update
 
     def _compute_metrics(self, batch: Any, metrics: dict[str, Any], timing_raw: Any, global_steps: int,
                          epoch: int) -> Any:
