@@ -38,3 +38,11 @@ def test_agentrl_run_trains_the_agent_program_as_the_built_in_runner_does(tmp_pa
                 continue
             assert mine[name] == pytest.approx(value, rel=1e-5, abs=1e-7), (mine["step"], name)
     assert agent[-1]["policy_tokens"] > 0
+
+
+def test_agentrl_run_trains_an_agent_program_whose_window_drops_its_history(tmp_path):
+    rows = run(tmp_path / "window", "-o", "environment.name=bugfix_agent", "-o", "environment.options={keep_turns=1}",
+               "-o", "rollout.max_turns=3")
+    assert [row["step"] for row in rows] == [0, 1, 2]
+    assert all(row["drift_per_episode"] > 0 for row in rows[1:]), "an episode that reaches a third turn drifts"
+    assert all(row["policy_tokens"] > 0 for row in rows[1:])
