@@ -5,7 +5,7 @@ The one definition every adapter follows (verl's own, for an agent loop that ret
 segment is a row of the loss, trained on exactly the tokens its sampler saw, with its episode's reward,
 termination and advantage; group statistics count episodes, not rows, so an episode that drifted weighs in
 its group's baseline once. A turn- or token-level estimator places its values on the first segment's turns
-only; its episodes' later segments are not trained (said once per run, see :func:`trains_segments`).
+only; its episodes' later segments are not trained, and a warning says so (:func:`training_segments`).
 """
 
 from __future__ import annotations
@@ -69,6 +69,6 @@ def with_later_segments(advantages: Advantages, later: LaterSegments) -> Advanta
     if advantages.values.dim() != 1:
         raise ValueError("a later segment carries its episode's one advantage; a turn- or token-level estimator's "
                          "episodes have no later segments to train (training_segments)")
-    index = later.episode.to(advantages.values.device)
-    return Advantages(torch.cat([advantages.values, advantages.values[index]]),
-                      torch.cat([advantages.valid, advantages.valid[later.episode.to(advantages.valid.device)]]))
+    values, valid = advantages.values, advantages.valid
+    return Advantages(torch.cat([values, values[later.episode.to(values.device)]]),
+                      torch.cat([valid, valid[later.episode.to(valid.device)]]))

@@ -20,10 +20,11 @@ from agentrl_plugins.environment import AgentLink
 from agentrl_plugins.plugins import PluginManager
 from agentrl_plugins.recipe import load_recipe
 from agentrl_plugins.runs.rundir import RunDir
-from agentrl_plugins.types import Task, Verdict
+from agentrl_plugins.types import Task, Trajectory, Verdict
 
 from agentrl_tinyagent.model import build_model
 from agentrl_trl.build import agent_trainer
+from agentrl_trl.segments import append_segments
 
 TASKS = [Task(f"t{i}", "say", split, f"say something {i}") for i in range(2) for split in ("train", "held_out")]
 
@@ -153,3 +154,12 @@ def test_a_later_segments_old_and_reference_log_probs_are_the_models(tmp_path, t
     for key in ("old_per_token_logps", "ref_per_token_logps"):  # the reference is the initial model, unchanged yet
         assert torch.allclose(output[key][8:][mask[8:]], logps[8:][mask[8:]], atol=1e-5), key
         assert torch.allclose(output[key][:8][mask[:8]], logps[:8][mask[:8]], atol=1e-5), key
+
+
+def test_a_per_row_field_segments_cannot_fill_is_refused_by_name():
+    output = {"prompt_ids": torch.zeros(2, 3, dtype=torch.long), "prompt_mask": torch.ones(2, 3, dtype=torch.long),
+              "completion_ids": torch.zeros(2, 4, dtype=torch.long), "tool_mask": torch.ones(2, 4, dtype=torch.long),
+              "importance_sampling_ratio": torch.ones(2, 4)}
+    segment = Trajectory("t", [1], [2], [1], [-0.5], [(0, 1)], "submitted")
+    with pytest.raises(ValueError, match=r"per-row fields \['importance_sampling_ratio'\]"):
+        append_segments(output, [segment], pad_id=0)

@@ -63,6 +63,11 @@ def append_segments(output: dict[str, Any], segments: Sequence[Trajectory], pad_
     start = output["prompt_ids"].size(0)
     if output.get("tool_mask") is None:
         raise ValueError("TRL's batch has no tool_mask (the rollout's env_mask): appended rows would all be trained")
+    other = [key for key, value in output.items() if key not in (*LEFT_PADDED, *RIGHT_PADDED, "advantages")
+             and isinstance(value, Tensor) and value.dim() and value.size(0) == start]
+    if other:
+        raise ValueError(f"TRL's batch has per-row fields {other} that an agent program's later segments cannot "
+                         "fill (a vLLM importance ratio, images): train this program without them")
     fields = [segment_fields(segment, pad_id) for segment in segments]
     for key in (*LEFT_PADDED, *RIGHT_PADDED):
         tensor = output.get(key)
