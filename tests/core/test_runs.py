@@ -113,7 +113,7 @@ def test_episode_figures_count_an_agent_programs_drift_over_every_training_episo
         return trajectory
 
     figures = episode_figures([EpisodeCounts.of(episode(1.0, 2)), EpisodeCounts.of(episode(0.0, 0))])
-    assert figures["drift_per_episode"] == 1.0 and figures["success_tokens"] == 2
+    assert figures["drift_per_episode"] == 1.0 and figures["success_tokens"] == 2 + 2 * 1  # every segment's tokens
     assert episode_figures([])["drift_per_episode"] is None
     assert StepMetrics.from_dict({**StepMetrics(1, *[None] * 8, 0, 1.0).to_dict(), "drift_per_episode": 0.5}) \
         .drift_per_episode == 0.5
