@@ -7,25 +7,19 @@ extra); once cached, every framework's environment loads it.
 
 from __future__ import annotations
 
-import os
+import importlib
+from typing import Any
 
-import torch
-from transformers import AutoTokenizer, Qwen2ForCausalLM
+_EXPORTS = {"BASE_SEED": "warmstart", "WarmStartSettings": "warmstart", "pass_at_1": "warmstart",
+            "warm_start": "warmstart", "load_tinyagent": "warmstart", "ModelSize": "model", "build_model": "model",
+            "build_tokenizer": "tokenizer"}
+"""Each name and its module, imported on first use (PEP 562): torch and transformers only when a name needs
+them, so the plugin registering the model costs an ``agentrl`` command nothing."""
 
-from agentrl_tinyagent.model import ModelSize, build_model
-from agentrl_tinyagent.tokenizer import build_tokenizer
-from agentrl_tinyagent.warmstart import BASE_SEED, WarmStartSettings, pass_at_1, warm_start
-
-__all__ = ["BASE_SEED", "ModelSize", "WarmStartSettings", "build_model", "build_tokenizer", "load_tinyagent",
-           "pass_at_1", "warm_start"]
+__all__ = sorted(_EXPORTS)
 
 
-def load_tinyagent(seed: int = BASE_SEED, cache_dir: str | os.PathLike | None = None,
-                   settings: WarmStartSettings = WarmStartSettings()) -> tuple[Qwen2ForCausalLM, object]:
-    """The warm-started TinyAgent ``(model, tokenizer)`` for ``seed``, built on first use and cached.
-
-    The cache is ``cache_dir``, else ``$AGENTRL_CACHE/tinyagent``, else ``~/.cache/agentrl/tinyagent``.
-    """
-    path = warm_start(seed, cache_dir, settings)
-    model = Qwen2ForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa")
-    return model, AutoTokenizer.from_pretrained(path)
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'agentrl_tinyagent' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"agentrl_tinyagent.{_EXPORTS[name]}"), name)

@@ -9,14 +9,15 @@ from agentrl_plugins import hookimpl
 from agentrl_plugins.components import Model
 from agentrl_plugins.errors import ModelUnavailableError
 
-from agentrl_tinyagent.warmstart import BASE_SEED, model_path, warm_start
-
 BUILD_HINT = ('build it once where TRL is installed (pip install "agentrl-tinyagent[warmstart]", then '
               'python -c "import agentrl_tinyagent; agentrl_tinyagent.warm_start()"), with the same AGENTRL_CACHE')
 
 
 def resolve(*, seed: int, prepare: bool) -> Path:
-    """The warm start every run starts from, whatever its RL seed (a fixed base model, as a hub checkpoint is)."""
+    """The warm start every run starts from, whatever its RL seed (a fixed base model, as a hub checkpoint is).
+    Its modules (torch, transformers) are imported here, on use: registering the model costs a command nothing."""
+    from agentrl_tinyagent.warmstart import BASE_SEED, model_path, warm_start
+
     path = model_path(BASE_SEED)
     if not prepare or (path / "config.json").is_file():
         return path

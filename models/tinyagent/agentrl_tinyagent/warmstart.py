@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Callable, Coroutine
 
 import torch
+from transformers import AutoTokenizer, Qwen2ForCausalLM
 
 from agentrl_plugins.episode import run_episode, run_episodes
 from agentrl_plugins.errors import AgentRLError
@@ -282,3 +283,14 @@ def pass_at_1(model: Any, tokenizer: Any, split: str, episodes_per_family: int =
     finally:
         gym.close()
     return sum(t.reward for t in played) / len(played)
+
+
+def load_tinyagent(seed: int = BASE_SEED, cache_dir: str | os.PathLike | None = None,
+                   settings: WarmStartSettings = WarmStartSettings()) -> tuple[Qwen2ForCausalLM, Any]:
+    """The warm-started TinyAgent ``(model, tokenizer)`` for ``seed``, built on first use and cached.
+
+    The cache is ``cache_dir``, else ``$AGENTRL_CACHE/tinyagent``, else ``~/.cache/agentrl/tinyagent``.
+    """
+    path = warm_start(seed, cache_dir, settings)
+    model = Qwen2ForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa")
+    return model, AutoTokenizer.from_pretrained(path)
