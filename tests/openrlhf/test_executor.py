@@ -168,3 +168,5 @@ async def test_an_agent_programs_later_segments_are_said_untrained(use_recipe, m
     with pytest.warns(UntrainedSegmentsWarning, match="1 later segment.*OpenRLHF's executor returns one sample"):
         responses = await rollout(engine, tokenizer, "clamp", 1)
     assert responses[0]["extra_logs"]["drift"] == 1.0
+    sampled = responses[0]["extra_logs"]["policy_tokens"]
+    assert sampled > experience_of(responses[0]).action_mask.sum().item(), "the episode's figures count every segment"

@@ -17,7 +17,7 @@ from openrlhf.utils.agent import AgentExecutorBase
 
 from agentrl_plugins.episode_service import EpisodeService
 from agentrl_plugins.runs.evaluate import honest_pass
-from agentrl_plugins.runs.figures import redundant_turns
+from agentrl_plugins.runs.figures import EpisodeCounts, redundant_turns
 from agentrl_plugins.segments import UntrainedSegmentsWarning
 from agentrl_plugins.types import Trajectory
 
@@ -49,7 +49,7 @@ def executor_output(trajectory: Trajectory, prompt: Any, label: Any, images: Any
             "hacked": float(bool(trajectory.verdict and trajectory.verdict.hacked)),
             "filtered": float(not keep),
             "num_turns": float(trajectory.num_turns),
-            "policy_tokens": float(trajectory.policy_tokens),
+            "policy_tokens": float(EpisodeCounts.of(trajectory).policy_tokens),  # every segment's, as sampled
             "redundant_turns": float(redundant_turns(trajectory)),
             "drift": float(len(trajectory.segments)),
             **termination_logs(trajectory.termination),
