@@ -13,6 +13,7 @@ from typing import Any, Sequence
 
 import torch
 from torch import Tensor
+from trl.trainer.utils import pad
 
 from agentrl_plugins.types import Trajectory
 
@@ -29,18 +30,6 @@ def _widened(tensor: Tensor, width: int, value: float, left: bool) -> Tensor:
         return tensor
     fill = tensor.new_full((tensor.size(0), extra), value)
     return torch.cat([fill, tensor] if left else [tensor, fill], dim=1)
-
-
-def _rows(values: Sequence[Sequence[float]], like: Tensor, width: int, value: float, left: bool) -> Tensor:
-    rows = like.new_full((len(values), width), value)
-    for row, items in enumerate(values):
-        if items:
-            data = torch.tensor(items, dtype=like.dtype, device=like.device)
-            if left:
-                rows[row, width - len(items):] = data
-            else:
-                rows[row, :len(items)] = data
-    return rows
 
 
 def segment_fields(segment: Trajectory, pad_id: int) -> dict[str, list[float]]:
@@ -75,7 +64,8 @@ def append_segments(output: dict[str, Any], segments: Sequence[Trajectory], pad_
             continue
         left = key in LEFT_PADDED
         value = pad_id if key.endswith("_ids") else 0
-        width = max([tensor.size(1)] + [len(f[key]) for f in fields])
-        tensor = _widened(tensor, width, value, left)
-        output[key] = torch.cat([tensor, _rows([f[key] for f in fields], tensor, width, value, left)])
+        added = pad([torch.tensor(f[key], dtype=tensor.dtype) for f in fields], padding_value=value,
+                    padding_side="left" if left else "right").to(tensor.device)  # as TRL pads its own rows
+        width = max(tensor.size(1), added.size(1))
+        output[key] = torch.cat([_widened(tensor, width, value, left), _widened(added, width, value, left)])
     return slice(start, start + len(fields))
