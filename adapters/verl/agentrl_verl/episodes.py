@@ -47,7 +47,9 @@ class EpisodeRecord:
     @property
     def policy_tokens(self) -> int:
         """Tokens in the loss, its later segments' included: none when the episode is compact-filtered."""
-        return 0 if self.filtered else self.sampled_policy_tokens if self.later_trained else sum(self.policy_mask)
+        if self.filtered:
+            return 0
+        return self.sampled_policy_tokens if self.later_trained else sum(self.policy_mask)
 
     @property
     def sampled_policy_tokens(self) -> int:

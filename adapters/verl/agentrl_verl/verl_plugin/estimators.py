@@ -74,18 +74,15 @@ def carried_sessions(keys: Sequence[str]) -> Iterator[None]:
         _SESSIONS.reset(token)
 
 
-def row_episodes(rows: int) -> Tensor:
-    """Each row's episode index (rows of one agent loop's outputs share theirs); each row its own without carried
-    sessions."""
+def row_episodes(rows: int) -> tuple[Tensor, Tensor]:
+    """Each row's episode (rows of one agent loop's outputs share theirs) and each episode's first row; each row
+    its own episode without carried sessions."""
     sessions = _SESSIONS.get()
     if sessions is None or len(sessions) != rows:
-        return torch.arange(rows)
-    _, first, inverse = np.unique(np.asarray(sessions, dtype=object).astype(str), return_index=True,
+        return torch.arange(rows), torch.arange(rows)
+    _, first, episode = np.unique(np.asarray(sessions, dtype=object).astype(str), return_index=True,
                                   return_inverse=True)
-    order = np.argsort(first)  # episodes numbered in the order their first row comes
-    rank = np.empty_like(order)
-    rank[order] = np.arange(len(order))
-    return torch.as_tensor(rank[inverse.reshape(-1)], dtype=torch.long)
+    return torch.as_tensor(episode.reshape(-1), dtype=torch.long), torch.as_tensor(first, dtype=torch.long)
 
 
 def current_turns(name: str, rows: int) -> Sequence[TurnRecord]:
@@ -123,9 +120,7 @@ def verl_estimator(record: Any) -> Callable[..., tuple[Tensor, Tensor]]:
         scale = row_scale(select(config, "actor_rollout_ref.actor.loss_agg_mode"), valid)
         groups = group_ids(index).to(rewards.device)
         if record.level == "trajectory":  # one value per episode, carried by each of its rows
-            episode = row_episodes(len(rewards))
-            first = torch.as_tensor(np.unique(episode.numpy(), return_index=True)[1], device=rewards.device)
-            episode = episode.to(rewards.device)
+            episode, first = (part.to(rewards.device) for part in row_episodes(len(rewards)))
             kept = torch.zeros(len(first), device=rewards.device).index_add_(0, episode, valid.float()) > 0
             values = estimated_advantages(record.compute, record.level, record.name, section, rewards[first],
                                           groups[first], kept)[episode]
