@@ -132,3 +132,13 @@ def build_environment(settings: Any, plugin_manager: Any = None) -> EnvironmentS
                                    [name for name in parameters if name != "self"],
                                    "Set options under [environment.options] in the recipe.")
     return component.factory(**options)
+
+
+def plays_agent_programs(settings: Any, plugin_manager: Any = None) -> bool:
+    """Whether the environment ``settings`` names is an agent program suite (built to ask, then closed): a framework
+    whose rows are one per episode must then make room for later segments."""
+    env = build_environment(settings, plugin_manager)
+    try:
+        return is_agent_program(env)
+    finally:
+        close_environment(env)

@@ -62,13 +62,14 @@ class LaterSegments:
         return cls(tuple(rows), torch.tensor(episode, dtype=torch.long))
 
 
-def with_later_segments(advantages: Advantages, later: LaterSegments) -> Advantages:
-    """The episodes' advantages followed by each later segment's: its episode's value and filtering."""
-    if not later.rows:
+def with_later_segments(advantages: Advantages, episode: Tensor) -> Advantages:
+    """The episodes' advantages followed by each later segment's (``episode``: each one's episode index, as
+    :attr:`LaterSegments.episode`): its episode's value and filtering."""
+    if not len(episode):
         return advantages
     if advantages.values.dim() != 1:
         raise ValueError("a later segment carries its episode's one advantage; a turn- or token-level estimator's "
                          "episodes have no later segments to train (training_segments)")
     values, valid = advantages.values, advantages.valid
-    return Advantages(torch.cat([values, values[later.episode.to(values.device)]]),
-                      torch.cat([valid, valid[later.episode.to(valid.device)]]))
+    return Advantages(torch.cat([values, values[episode.to(values.device)]]),
+                      torch.cat([valid, valid[episode.to(valid.device)]]))

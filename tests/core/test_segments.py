@@ -25,7 +25,8 @@ def test_a_trajectory_level_estimator_trains_every_segment_and_each_carries_its_
     later = LaterSegments.of(episodes)
     assert later.rows == (*episodes[0].segments, *episodes[2].segments)
     assert later.episode.tolist() == [0, 0, 2]
-    rows = with_later_segments(Advantages(torch.tensor([0.5, -1.0, 2.0]), torch.tensor([True, False, True])), later)
+    rows = with_later_segments(Advantages(torch.tensor([0.5, -1.0, 2.0]), torch.tensor([True, False, True])),
+                               later.episode)
     assert rows.values.tolist() == [0.5, -1.0, 2.0, 0.5, 0.5, 2.0]
     assert rows.valid.tolist() == [True, False, True, True, True, True]
 
@@ -41,7 +42,7 @@ def test_a_turn_level_estimator_trains_first_segments_only_and_says_so(level):
 def test_per_token_advantages_cannot_reach_a_later_segment():
     later = LaterSegments.of([episode("a", 1)])
     with pytest.raises(ValueError, match="carries its episode's one advantage"):
-        with_later_segments(Advantages(torch.zeros(1, 2), torch.tensor([True])), later)
+        with_later_segments(Advantages(torch.zeros(1, 2), torch.tensor([True])), later.episode)
 
 
 def test_an_episodes_sampled_tokens_count_every_segment():

@@ -7,7 +7,9 @@ import asyncio
 
 import pytest
 
+from agentrl_plugins.environment import plays_agent_programs
 from agentrl_plugins.gateway import Gateway, play_agent_program
+from agentrl_plugins.recipe_schema import EnvironmentSection
 from agentrl_plugins.testing import ByteChatTokenizer, ScriptedGenerate
 from agentrl_plugins.types import Limits, Sampling
 
@@ -55,3 +57,9 @@ def test_each_dropped_exchange_starts_a_segment_trained_on_what_the_sampler_saw(
     for part, prompt in zip(trajectory.segments, generate.prompts[2:]):
         assert part.prompt_ids == prompt and part.reward == 1.0
         assert prompt.count(ByteChatTokenizer.ROLES["assistant"]) == 2, "one kept exchange and the reply's turn"
+
+
+@pytest.mark.parametrize(("name", "agent_program"), [("bugfix_agent", True), ("bugfix", False)])
+def test_a_framework_can_ask_whether_an_environment_plays_agent_programs(name, agent_program):
+    assert plays_agent_programs(EnvironmentSection(name=name, options={"keep_turns": 2} if agent_program else {})) \
+        is agent_program

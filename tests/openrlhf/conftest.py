@@ -156,6 +156,16 @@ class FakeLLMEngine:
                                                  [{t: FakeLogprob(lp)} for t, lp in zip(ids, logprobs)])])
 
 
+def engine_spans(engine: FakeLLMEngine, tokens: list[int]) -> dict[tuple[int, int], tuple[float, ...]]:
+    """Spans of ``tokens`` that some engine call produced right after exactly the tokens before them."""
+    spans = {}
+    for prompt, reply, logprobs in engine.calls:
+        start, end = len(prompt), len(prompt) + len(reply)
+        if tuple(tokens[:start]) == prompt and tuple(tokens[start:end]) == reply:
+            spans[(start, end)] = logprobs
+    return spans
+
+
 def rollout_params(temperature: float = 1.0):
     """The SamplingParams ``SamplesGenerator._dispatch_prompts_to_vllm`` builds (no correction, no max_new_tokens)."""
     from vllm import SamplingParams

@@ -13,7 +13,8 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from conftest import HACK, MAX_LEN, SOLVE, STALL, FakeLLMEngine, experience_of, rollout, rollout_params
+from conftest import (HACK, MAX_LEN, SOLVE, STALL, FakeLLMEngine, engine_spans, experience_of, rollout,
+                      rollout_params)
 from openrlhf.utils.agent import SingleTurnAgentExecutor
 from typer.testing import CliRunner
 from vllm import SamplingParams
@@ -21,21 +22,10 @@ from vllm import SamplingParams
 from agentrl_plugins.cli import build_app
 from agentrl_plugins.plugins import get_plugin_manager
 from agentrl_plugins.recipe import load_recipe
-from agentrl_plugins.segments import UntrainedSegmentsWarning
 
 from agentrl_openrlhf.dataset import dataset_rows
 from agentrl_openrlhf.shipped import AGENT_EXECUTOR, REWARD_FUNC
 from agentrl_openrlhf.turn_label import TurnLabel
-
-
-def engine_spans(engine: FakeLLMEngine, tokens: list[int]) -> dict[tuple[int, int], tuple[float, ...]]:
-    """Spans of ``tokens`` that some engine call produced right after exactly the tokens before them."""
-    spans = {}
-    for prompt, reply, logprobs in engine.calls:
-        start, end = len(prompt), len(prompt) + len(reply)
-        if tuple(tokens[:start]) == prompt and tuple(tokens[start:end]) == reply:
-            spans[(start, end)] = logprobs
-    return spans
 
 
 async def test_the_action_mask_covers_exactly_the_policy_tokens(use_recipe, model, tokenizer):
@@ -159,14 +149,3 @@ async def test_evaluation_sampling_comes_from_openrlhf(use_recipe, model, tokeni
 
     await rollout(SimpleNamespace(generate=spy), tokenizer, "clamp", 1, temperature=0.6)
     assert seen and set(seen) == {0.6}
-
-
-async def test_an_agent_programs_later_segments_are_said_untrained(use_recipe, model, tokenizer):
-    use_recipe({"environment.name": "bugfix_agent", "environment.options": {"keep_turns": 1},
-                "rollout.max_turns": 3, "filtering.compact": False})
-    engine = FakeLLMEngine(model, tokenizer)
-    with pytest.warns(UntrainedSegmentsWarning, match="1 later segment.*OpenRLHF's executor returns one sample"):
-        responses = await rollout(engine, tokenizer, "clamp", 1)
-    assert responses[0]["extra_logs"]["drift"] == 1.0
-    sampled = responses[0]["extra_logs"]["policy_tokens"]
-    assert sampled > experience_of(responses[0]).action_mask.sum().item(), "the episode's figures count every segment"

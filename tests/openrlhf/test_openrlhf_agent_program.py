@@ -28,14 +28,14 @@ OVERRIDES = {"train.steps": 1, "train.eval_episodes_per_task": 1, "rollout.group
              "filtering.reasons": '["timeout"]'}
 
 
-def train(tmp_path: Path, environment: str) -> RunDir:
-    run = RunDir(tmp_path / environment)
+def train(tmp_path: Path, environment: str, **overrides: str) -> RunDir:
+    run = RunDir(tmp_path / (environment + "".join(overrides)))
     env = {**os.environ, BACKEND_ENV: "cpu", "OMP_NUM_THREADS": "1",
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     done = subprocess.run(
         [sys.executable, "-m", "agentrl_plugins", "run", "deepswe_grpopp", "--framework", "openrlhf",
          "--environment", environment, "--profile", "laptop", "--model", str(tmp_path / "model"), "--out",
-         str(run.path), *[arg for key, value in OVERRIDES.items() for arg in ("-o", f"{key}={value}")]],
+         str(run.path), *[arg for key, value in {**OVERRIDES, **overrides}.items() for arg in ("-o", f"{key}={value}")]],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
     return run
@@ -55,3 +55,19 @@ def test_openrlhf_trains_the_agent_program_through_the_gateway(tmp_path, tokeniz
     assert step["episodes"] == 4 and step["policy_tokens"] > 0
     assert step["status"]["termination_error"] == 0.0, "every agent program reached the model and returned"
     assert step["status"]["termination_max_turns"] + step["status"]["termination_max_context"] == 1.0
+
+
+def test_openrlhf_trains_each_later_segment_as_a_row_of_the_step(tmp_path, tokenizer):
+    """A one-exchange window (``keep_turns=1``) makes every three-turn episode drift: its later segment is a row of
+    OpenRLHF's step (its own rollout stats count it, its actor logs the rows that are segments), the run's episode
+    figures still count the episodes, and its policy tokens every row's."""
+    build_model(tokenizer, seed=0).save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    run = train(tmp_path, "bugfix_agent", **{"environment.options": "{keep_turns=1}", "filtering.reasons": "[]"})
+    (step,) = [json.loads(line) for line in (run.path / STEPS_FILE).read_text().splitlines()]
+    row = run.read_metrics()[1]
+    segments = round(row.drift_per_episode * step["episodes"])
+    assert step["episodes"] == 4 and segments > 0
+    assert step["status"]["rollout/num_samples"] == 4 + segments, "OpenRLHF's step holds every segment as a row"
+    assert step["status"]["segment"] == pytest.approx(segments / (4 + segments)), "and trains on them"
+    assert step["status"]["actor_grad_norm"] > 0 and row.policy_tokens == step["policy_tokens"]

@@ -34,6 +34,7 @@ from agentrl_plugins.adapter import (
     ray_address,
     turn_reward_rows,
 )
+from agentrl_plugins.environment import plays_agent_programs
 from agentrl_plugins.plugins import get_plugin_manager
 from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.user_config import Decided
@@ -63,6 +64,9 @@ class Plan:
 
     advantages: bool
     policy_loss: bool
+    segments: bool = False
+    """The environment is an agent program's: its episodes' later segments become rows
+    (:mod:`agentrl_openrlhf.segments`), and OpenRLHF's own estimator, which counts rows, cannot group them."""
 
 
 WANDB_KEY_PLACEHOLDER = "from-WANDB_API_KEY"
@@ -109,12 +113,14 @@ def native_correction(recipe: Recipe) -> dict[str, Any] | None:
 
 
 def plan(recipe: Recipe) -> Plan:
-    """Patch the estimator unless OpenRLHF's is exact, and the loss unless its policy loss (ppo), aggregation and
-    correction all are."""
-    native_estimator = recipe.advantage.estimator in EXACT_ESTIMATORS and recipe.advantage.masked_in_baseline
+    """Patch the estimator unless OpenRLHF's is exact (it is not for an agent program's episodes, whose later
+    segments are rows of their own), and the loss unless its policy loss (ppo), aggregation and correction all are."""
+    segments = plays_agent_programs(recipe.environment)
+    native_estimator = (recipe.advantage.estimator in EXACT_ESTIMATORS and recipe.advantage.masked_in_baseline
+                        and not segments)
     native_loss = (recipe.loss.policy == "ppo_clip" and recipe.loss.aggregation in NATIVE_AGGREGATIONS
                    and native_correction(recipe) is not None)
-    return Plan(advantages=not native_estimator, policy_loss=not native_loss)
+    return Plan(advantages=not native_estimator, policy_loss=not native_loss, segments=segments)
 
 
 REQUIREMENTS = (
@@ -205,7 +211,8 @@ def mappings(recipe: Recipe) -> list[ComponentMapping]:
     own flags are derived)."""
     r, loss, optim, train = recipe.rollout, recipe.loss, recipe.optim, recipe.train
     correction = native_correction(recipe)
-    exact = not plan(recipe).advantages
+    needed = plan(recipe)
+    exact = not needed.advantages
     estimator = ESTIMATOR_FLAGS.get(recipe.advantage.estimator, "rloo")
     scheduler = LR_SCHEDULERS[optim.lr_schedule]
     native_aggregation = loss.aggregation in NATIVE_AGGREGATIONS
@@ -294,7 +301,10 @@ def mappings(recipe: Recipe) -> list[ComponentMapping]:
         row("environment.eval_split", recipe.environment.eval_split, "eval.dataset", "mapped",
             "eval_prompts.jsonl: the task ids of this split"),
         row("environment.name", recipe.environment.name, "AgentExecutor", "injected",
-            "dataset label = task id (agentrl openrlhf prepare)"),
+            "dataset label = task id (agentrl openrlhf prepare)"
+            + ("; an agent program's later segments are rows of their own (SamplesGenerator, make_experience_batch "
+               "and ActorPPOTrainer.ppo_train patched), OpenRLHF's per-sample logs count them" if needed.segments
+               else "")),
         row("environment.options", recipe.environment.options, "AgentExecutor", "injected",
             "keyword arguments of the environment's factory, in the executor and the dataset writer"),
         row("train.steps", train.steps, "data.prompt_dataset", "mapped",

@@ -5,34 +5,42 @@ text is only echoed back, since the runner renders the task's prompt with the to
 template itself. The verifier's reward is the episode's reward. Policy tokens are exactly the
 ``action_ranges``; a compact-filtered episode returns ``action_ranges=[]`` and so carries no loss. For a
 turn- or token-level estimator the label also carries the episode's turns. An agent program's later segments
-(its conversation stopped extending the sampled tokens) are not trained here yet, and a warning says so.
+(its conversation stopped extending the sampled tokens) ride in the episode's response, each a response of its own
+with the episode's reward, termination and filtering (:mod:`agentrl_openrlhf.segments` makes them rows).
 """
 
 from __future__ import annotations
 
-import warnings
-from typing import Any
+from dataclasses import replace
+from typing import Any, Sequence
 
 from openrlhf.utils.agent import AgentExecutorBase
 
 from agentrl_plugins.episode_service import EpisodeService
 from agentrl_plugins.runs.evaluate import honest_pass
 from agentrl_plugins.runs.figures import EpisodeCounts, redundant_turns
-from agentrl_plugins.segments import UntrainedSegmentsWarning
+from agentrl_plugins.segments import training_segments
 from agentrl_plugins.types import Trajectory
 
 from agentrl_openrlhf.engine import engine_generate
 from agentrl_openrlhf.recipe_env import recipe_from_env
+from agentrl_openrlhf.segments import SEGMENT_LOG, SEGMENTS
 from agentrl_openrlhf.terminations import termination_logs
 from agentrl_openrlhf.turn_label import turn_label
 
 
 def executor_output(trajectory: Trajectory, prompt: Any, label: Any, images: Any, keep: bool,
-                    carry_turns: bool = False) -> dict[str, Any]:
+                    carry_turns: bool = False, later: Sequence[Trajectory] = (),
+                    segment: bool = False) -> dict[str, Any]:
     """OpenRLHF's executor dict for one episode; ``keep=False`` removes it from the loss; ``carry_turns`` attaches
-    its turns to the label (:mod:`agentrl_openrlhf.turn_label`), for a turn-level estimator."""
+    its turns to the label (:mod:`agentrl_openrlhf.turn_label`), for a turn-level estimator; ``later``: the later
+    segments to train, each in a dict of its own under :data:`~agentrl_openrlhf.segments.SEGMENTS`; ``segment``:
+    this dict is one of those."""
     offset = len(trajectory.prompt_ids)
     spans = [(offset + start, offset + end) for start, end in trajectory.turn_spans if end > start]
+    rows = [executor_output(replace(part, reward=trajectory.reward, verdict=trajectory.verdict,
+                                    termination=trajectory.termination), prompt, label, images, keep, segment=True)
+            for part in later]
     return {
         "prompt": prompt,
         "label": turn_label(label, trajectory) if carry_turns else label,
@@ -52,8 +60,10 @@ def executor_output(trajectory: Trajectory, prompt: Any, label: Any, images: Any
             "policy_tokens": float(EpisodeCounts.of(trajectory).policy_tokens),  # every segment's, as sampled
             "redundant_turns": float(redundant_turns(trajectory)),
             "drift": float(len(trajectory.segments)),
+            SEGMENT_LOG: float(segment),
             **termination_logs(trajectory.termination),
         },
+        **({SEGMENTS: rows} if rows else {}),
     }
 
 
@@ -74,9 +84,6 @@ class AgentExecutor(AgentExecutorBase):
         sampling = self.service.sampling(sampling_params.temperature, sampling_params.top_p, sampling_params.top_k)
         trajectory = await self.service.play(task, engine_generate(llm_engine, sampling_params), hf_tokenizer,
                                              sampling=sampling, limits=self.service.limits(max_length))
-        if trajectory.segments:
-            warnings.warn(f"task {task.id!r}: {len(trajectory.segments)} later segment(s) of an agent program's "
-                          "episode are not trained: OpenRLHF's executor returns one sample per episode (TRL and "
-                          "verl train them as rows of their own; the run's drift_per_episode counts them)",
-                          UntrainedSegmentsWarning, stacklevel=2)
-        return executor_output(trajectory, prompt, label, images, self.service.keeps(trajectory), self.carry_turns)
+        later = training_segments(trajectory, self.service.algorithm.level)[1:]
+        return executor_output(trajectory, prompt, label, images, self.service.keeps(trajectory), self.carry_turns,
+                               later)

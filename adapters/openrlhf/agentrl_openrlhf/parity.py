@@ -41,7 +41,7 @@ from agentrl_openrlhf.adapter import OpenRLHFAdapter
 from agentrl_openrlhf.config import CLI_MODULE, plan
 from agentrl_openrlhf.cpu import SHIMS
 from agentrl_openrlhf.patches import installed
-from agentrl_openrlhf.recorder import loss_tokens, train_row
+from agentrl_openrlhf.recorder import step_rows, train_row
 from agentrl_openrlhf.terminations import termination_logs
 from agentrl_openrlhf.turn_label import TurnLabel
 
@@ -101,7 +101,7 @@ def experience(batch: ParityBatch, action_mask: torch.Tensor) -> Any:
     from openrlhf.trainer.ppo_utils.experience import Experience
 
     logs = [termination_logs(t) for t in batch.terminations]
-    info = {key: torch.tensor([log[key] for log in logs]) for key in logs[0]}
+    info = {"reward": batch.rewards.clone(), **{key: torch.tensor([log[key] for log in logs]) for key in logs[0]}}
     labels = [TurnLabel(str(row), TurnRecord(turns, spans))
               for row, (turns, spans) in enumerate(zip(batch.turns, batch.turn_spans, strict=True))]
     return Experience(action_mask=action_mask, action_log_probs=batch.old_logprobs,
@@ -181,10 +181,9 @@ def compute_patched(recipe: Recipe, batch: ParityBatch, config: Any, args: Any) 
         weights = native_weights(args, batch, action_mask)
     logprobs = batch.logprobs.clone().requires_grad_()
     loss, status = ranks_loss(args, batch, logprobs, made.advantages, action_mask)
-    status = {"rollout/reward_mean": batch.rewards.mean().item(), "hacked": batch.hacked.double().mean().item(),
-              **status}
+    status = {"hacked": batch.hacked.double().mean().item(), **status}
     made.info["filtered"] = (~valid).double()
-    row = train_row(1, status, loss_tokens([made]), 0.0)
+    row = train_row(1, status, step_rows([made]), 0.0)
     return ParityResult("openrlhf", advantages.detach(), weights.detach(), loss.item(), gradient(loss, logprobs),
                         versions("openrlhf", "agentrl-openrlhf"), mapping_rows(config),
                         figures={name: getattr(row, name) for name in FIGURES},

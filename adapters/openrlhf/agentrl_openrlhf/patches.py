@@ -26,6 +26,7 @@ from agentrl_plugins.recipe_schema import Recipe
 
 from agentrl_openrlhf.aggregation import step_loss
 from agentrl_openrlhf.config import plan
+from agentrl_openrlhf.segments import RowEpisodes, make_experience_method, ppo_train_method, process_response_method
 from agentrl_openrlhf.terminations import terminations_from_info
 from agentrl_openrlhf.turn_label import labelled_turns
 
@@ -41,6 +42,11 @@ RAY_TRACE_PARAMETER = "_ray_trace_ctx"
 """Ray adds this keyword to the signature of every method of an actor class; it is not OpenRLHF's."""
 TRAINING_STEP = ("openrlhf.trainer.ray.ppo_actor", "ActorPPOTrainer", "training_step",
                  ("self", "experience", "kl_ctl", "step", "loss_batch_info"))
+PPO_TRAIN = ("openrlhf.trainer.ray.ppo_actor", "ActorPPOTrainer", "ppo_train", ("self", "kl_ctl"))
+PROCESS_RESPONSE = ("openrlhf.trainer.ppo_utils.samples_generator", "SamplesGenerator",
+                    "_process_response_into_experience", ("self", "response", "generate_kwargs"))
+MAKE_EXPERIENCE_BATCH = ("openrlhf.trainer.ppo_utils.experience_maker", "RemoteExperienceMaker",
+                         "make_experience_batch", ("self", "rollout_samples"))
 EMPTY_MICRO_BATCH_TOKENS = 1e-6
 
 
@@ -87,7 +93,9 @@ def advantages_method(algorithm: RecipeAlgorithm) -> Callable[..., Any]:
     """``compute_advantages_and_returns`` with the recipe's estimator in place of OpenRLHF's if/elif chain.
 
     Length penalties, the KL reward, reward clipping and the per-token returns are OpenRLHF's.
-    Groups are consecutive ``n_samples_per_prompt`` samples of the rollout order, as in OpenRLHF.
+    Groups are consecutive ``n_samples_per_prompt`` samples of the rollout order, as in OpenRLHF; an agent program's
+    later segments (rows after the episodes, :mod:`agentrl_openrlhf.segments`) are not counted in them and carry
+    their episode's advantage.
     A trajectory's advantage is its reward at the last action token, returned to every earlier token as
     OpenRLHF's REINFORCE returns do; per-token advantages (a turn-level estimator, from the turns the labels
     carry) are added to the returns of the KL reward alone, clipped by the same range (the logged ``return`` then
@@ -103,10 +111,14 @@ holds their mean over the action tokens).
             experience.rewards = experience.rewards.to(torch.promote_types(experience.rewards.dtype, torch.float32))
         apply_length_penalties(experiences, args)
         index = torch.tensor([i for e in experiences for i in e.index])
-        rewards = torch.cat([e.rewards for e in experiences])
+        rows = RowEpisodes.of(self, len(index))
+        first = rows.is_episode(index)
+        rewards = torch.cat([e.rewards for e in experiences])[first]
         ended = [reason for e in experiences for reason in terminations_from_info(e.info, len(e.index))]
-        values = algorithm.advantages(rewards, index // args.rollout.n_samples_per_prompt, ended,
-                                      experience_turns(algorithm, experiences)).values
+        episodes = algorithm.advantages(rewards, index[first] // args.rollout.n_samples_per_prompt,
+                                        [reason for reason, kept in zip(ended, first.tolist()) if kept],
+                                        experience_turns(algorithm, experiences))
+        values = rows.row_values(episodes, index)
         for experience, advantage in zip(experiences, values.split([len(e.index) for e in experiences])):
             clip = args.reward.clip_range
             if advantage.dim() == 1:
@@ -190,7 +202,8 @@ def training_step_method(original: Callable[..., Any]) -> Callable[..., Any]:
 
     ``ActorPPOTrainer.ppo_train`` divides a micro-batch's token-weighted metrics by its loss-token
     count (``ppo_actor.py:216-219``): 0, and a ZeroDivisionError, when compact filtering emptied
-    every episode of it. The count only weights metrics, so such a micro-batch's metrics come out
+    every episode of it (or it is made of the rows without loss tokens :func:`agentrl_openrlhf.segments.spread`
+    pads a rank with). The count only weights metrics, so such a micro-batch's metrics come out
     as its own (zero-loss) values and weigh nothing beside any other micro-batch.
     """
 
@@ -212,7 +225,12 @@ def patches(recipe: Recipe, plugin_manager: Any = None) -> list[Patch]:
         found.append(Patch(target(*EXPERIENCE_MAKER), EXPERIENCE_MAKER[2], advantages_method(algorithm)))
     if needed.policy_loss:
         found.append(Patch(target(*POLICY_LOSS), POLICY_LOSS[2], policy_loss_forward(algorithm)))
-    if recipe.filtering.compact:
+    if needed.segments:
+        for spec, wrap in ((PROCESS_RESPONSE, process_response_method), (MAKE_EXPERIENCE_BATCH, make_experience_method),
+                           (PPO_TRAIN, ppo_train_method)):
+            owner = target(*spec)
+            found.append(Patch(owner, spec[2], wrap(getattr(owner, spec[2]))))
+    if recipe.filtering.compact or needed.segments:
         owner = target(*TRAINING_STEP)
         found.append(Patch(owner, TRAINING_STEP[2], training_step_method(owner.training_step)))
     return found

@@ -5,8 +5,10 @@ folder (``agentrl run`` sets it). OpenRLHF's own code still does the work; the w
 
 - ``PPOTrainer.fit`` evaluates the starting policy first (step 0, as the TRL run does) and the
   last step when ``eval.steps`` skipped it, then writes the report;
-- ``RemoteExperienceMaker.make_experience_batch`` counts each step's loss tokens, and those of
-  compact-filtered episodes (which must be zero), and keeps each episode's counts for the episode figures;
+- ``RemoteExperienceMaker.make_experience_batch`` counts each step's episodes, their mean reward and loss tokens,
+  and those of compact-filtered episodes (which must be zero), and keeps each episode's counts for the episode
+  figures (an agent program's later segments are rows of their own: their tokens count, their rows are not
+  episodes);
 - ``PPOTrainer.save_logs_and_checkpoints`` (inherited; Ray's actor class holds its own copy)
   stops a step whose gathered policy loss is not finite (naming the recipe's policy loss), turns
   OpenRLHF's step status into :class:`StepMetrics` (held back until the step's evaluation when there is
@@ -39,6 +41,7 @@ from agentrl_plugins.runs.rundir import RunDir
 
 from agentrl_openrlhf.patches import Patch, target
 from agentrl_openrlhf.recipe_env import RECIPE_ENV, RUN_DIR_ENV, recipe_from_env
+from agentrl_openrlhf.segments import episode_rows
 
 STEPS_FILE = "openrlhf_steps.jsonl"
 TRAINER = "openrlhf.trainer.ppo_trainer"
@@ -53,10 +56,12 @@ EVAL_SAMPLES = ("openrlhf.trainer.ppo_utils.samples_generator", "SamplesGenerato
 
 
 @dataclass(frozen=True)
-class LossTokens:
-    """One step's loss tokens: all of them, and the compact-filtered episodes' (zero when filtering holds)."""
+class StepRows:
+    """One step's episodes, their mean reward, its loss tokens (every row's, an agent program's later segments
+    included) and the compact-filtered episodes' (zero when filtering holds)."""
 
     episodes: int
+    train_reward: float
     policy_tokens: int
     filtered_episodes: int
     filtered_loss_tokens: int
@@ -83,23 +88,29 @@ class StepRecorder:
         return time.monotonic() - self.started
 
 
-def loss_tokens(experiences: Sequence[Any]) -> LossTokens:
-    """Count loss tokens (``action_mask``) over a step's experiences, and those of episodes logged ``filtered``."""
+def step_rows(experiences: Sequence[Any]) -> StepRows:
+    """Count a step's episodes (rows that are not later segments) and their mean reward, loss tokens
+    (``action_mask``) over every row, and those of rows logged ``filtered``."""
     masks = [e.action_mask for e in experiences]
     filtered = [e.info["filtered"].reshape(-1).bool() if "filtered" in e.info else torch.zeros(len(m), dtype=bool)
                 for e, m in zip(experiences, masks)]
-    return LossTokens(episodes=sum(len(m) for m in masks), policy_tokens=int(sum(m.sum() for m in masks)),
-                      filtered_episodes=int(sum(f.sum() for f in filtered)),
-                      filtered_loss_tokens=int(sum(m[f].sum() for m, f in zip(masks, filtered))))
+    episode = [episode_rows(e.info, len(m)) for e, m in zip(experiences, masks)]
+    rewards = torch.cat([e.info["reward"].reshape(-1)[rows] for e, rows in zip(experiences, episode)])
+    return StepRows(episodes=int(sum(rows.sum() for rows in episode)), train_reward=rewards.float().mean().item(),
+                    policy_tokens=int(sum(m.sum() for m in masks)),
+                    filtered_episodes=int(sum((f & rows).sum() for f, rows in zip(filtered, episode))),
+                    filtered_loss_tokens=int(sum(m[f].sum() for m, f in zip(masks, filtered))))
 
 
 def episode_counts(experiences: Sequence[Any]) -> list[EpisodeCounts]:
-    """Each training episode's counts from the executor's logs (``passed``, ``policy_tokens``,
+    """Each training episode's counts from the executor's logs on its row (``passed``, ``policy_tokens``,
     ``redundant_turns``, ``drift``); none when another executor played them."""
     keys = ("passed", "policy_tokens", "redundant_turns", "drift")
     if not experiences or any(key not in e.info for e in experiences for key in keys):
         return []
-    columns = [torch.cat([e.info[key].reshape(-1) for e in experiences]).tolist() for key in keys]
+    episode = [episode_rows(e.info, len(e.action_mask)) for e in experiences]
+    columns = [torch.cat([e.info[key].reshape(-1)[rows] for e, rows in zip(experiences, episode)]).tolist()
+               for key in keys]
     return [EpisodeCounts(bool(passed), int(tokens), int(redundant), int(drift))
             for passed, tokens, redundant, drift in zip(*columns)]
 
@@ -111,18 +122,18 @@ def held_out(samples: Sequence[Any]) -> tuple[float, float]:
     return passed.mean().item(), hacked.mean().item()
 
 
-def train_row(step: int, status: dict[str, Any], tokens: LossTokens, seconds: float,
+def train_row(step: int, status: dict[str, Any], rows: StepRows, seconds: float,
               episodes: Sequence[EpisodeCounts] = ()) -> StepMetrics:
-    """A step's row from OpenRLHF's status (means over the step's episodes), its loss-token counts and its
+    """A step's row from OpenRLHF's status (means over the step's rows), its episodes and loss-token counts and its
     episodes' counts (:func:`episode_counts`). Without
     a correction OpenRLHF logs no filter ratio: nothing was limited. Its entropy is logged only when the recipe
     sets an entropy coefficient (otherwise the row has no entropy figure)."""
     return StepMetrics(
-        step=step, train_reward=status["rollout/reward_mean"], heldout_pass1=None, heldout_hacked_fraction=None,
-        hacked_fraction=status.get("hacked"), filtered_fraction=tokens.filtered_episodes / max(tokens.episodes, 1),
+        step=step, train_reward=rows.train_reward, heldout_pass1=None, heldout_hacked_fraction=None,
+        hacked_fraction=status.get("hacked"), filtered_fraction=rows.filtered_episodes / max(rows.episodes, 1),
         clip_fraction=finite(status.get("ppo_clip_ratio")),
         is_capped_fraction=finite(status.get("is_filter_ratio", 0.0)), entropy=finite(status.get("entropy_loss")),
-        policy_tokens=tokens.policy_tokens, seconds=seconds, rollout_seconds=finite(status.get("timing/generation")),
+        policy_tokens=rows.policy_tokens, seconds=seconds, rollout_seconds=finite(status.get("timing/generation")),
         **episode_figures(episodes))
 
 
@@ -183,10 +194,10 @@ def save_logs_method(original: Any) -> Any:
         if logs_dict and "policy_loss" in logs_dict and os.environ.get(RECIPE_ENV):
             check_finite_loss(recipe_from_env().loss.policy, float(logs_dict["policy_loss"]))
         recorder = self.agentrl_recorder
-        tokens = self.experience_maker.agentrl_loss_tokens
+        rows = self.experience_maker.agentrl_step_rows
         with open(recorder.run.path / STEPS_FILE, "a") as handle:
-            handle.write(json.dumps({"step": global_step, **tokens.__dict__, "status": _numbers(logs_dict)}) + "\n")
-        row = train_row(global_step, logs_dict, tokens, recorder.seconds(), self.experience_maker.agentrl_episodes)
+            handle.write(json.dumps({"step": global_step, **rows.__dict__, "status": _numbers(logs_dict)}) + "\n")
+        row = train_row(global_step, logs_dict, rows, recorder.seconds(), self.experience_maker.agentrl_episodes)
         if _evaluates(self, global_step):
             recorder.pending = row
             recorder.started = time.monotonic()
@@ -200,7 +211,7 @@ def make_experience_method(original: Any) -> Any:
     @functools.wraps(original)
     def make_experience_batch(self, rollout_samples):
         experiences = original(self, rollout_samples)
-        self.agentrl_loss_tokens = loss_tokens(experiences)
+        self.agentrl_step_rows = step_rows(experiences)
         self.agentrl_episodes = episode_counts(experiences)
         return experiences
 

@@ -76,7 +76,7 @@ class AgentGRPOTrainer(GRPOTrainer):
         for key in LEARNER_LOGPS:
             if key in output:
                 output[key][rows] = self._segment_logps(output, rows, key)
-        return with_later_segments(advantages, later)
+        return with_later_segments(advantages, later.episode)
 
     def _segment_logps(self, output: dict[str, Any], rows: slice, key: str) -> torch.Tensor:
         """The policy's (``old_per_token_logps``) or the reference's log-probs of ``rows``' completions."""
