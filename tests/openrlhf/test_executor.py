@@ -11,10 +11,8 @@ import json
 import pickle
 from types import SimpleNamespace
 
-import pytest
 import torch
-from conftest import (HACK, MAX_LEN, SOLVE, STALL, FakeLLMEngine, engine_spans, experience_of, rollout,
-                      rollout_params)
+from conftest import HACK, MAX_LEN, SOLVE, STALL, FakeLLMEngine, engine_spans, experience_of, rollout, rollout_params
 from openrlhf.utils.agent import SingleTurnAgentExecutor
 from typer.testing import CliRunner
 from vllm import SamplingParams

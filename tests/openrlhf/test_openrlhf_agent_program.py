@@ -35,7 +35,8 @@ def train(tmp_path: Path, environment: str, **overrides: str) -> RunDir:
     done = subprocess.run(
         [sys.executable, "-m", "agentrl_plugins", "run", "deepswe_grpopp", "--framework", "openrlhf",
          "--environment", environment, "--profile", "laptop", "--model", str(tmp_path / "model"), "--out",
-         str(run.path), *[arg for key, value in {**OVERRIDES, **overrides}.items() for arg in ("-o", f"{key}={value}")]],
+         str(run.path),
+         *[arg for key, value in {**OVERRIDES, **overrides}.items() for arg in ("-o", f"{key}={value}")]],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
     return run

@@ -136,7 +136,8 @@ async def test_one_optimizer_step_takes_every_row(use_recipe, model, tokenizer, 
 
     strategy = SimpleNamespace(ring_attn_group=None, accumulated_gradient=4, world_size=1, is_rank_0=lambda: True,
                                all_reduce=lambda data, op="mean": data)
-    args = SimpleNamespace(train=SimpleNamespace(dynamic_batch_enable=False), ds=SimpleNamespace(tensor_parallel_size=1))
+    args = SimpleNamespace(train=SimpleNamespace(dynamic_batch_enable=False),
+                           ds=SimpleNamespace(tensor_parallel_size=1))
     trainer = ActorPPOTrainer.__new__(ActorPPOTrainer)
     trainer.__dict__.update(args=args, strategy=strategy, replay_buffer=buffer, dataloader_pin_memory=False,
                             max_epochs=2, training_step=training_step)
