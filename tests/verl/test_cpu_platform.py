@@ -36,8 +36,19 @@ if os.environ.get("VERL_PLATFORM") == "cpu":
                adapter=get_rollout_class("agentrl_hf", "async").__name__,
                reduced=x.tolist(), pg_backend=torch.distributed.get_backend())
 import inspect
+from transformers import AttentionInterface
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+from verl.utils import torch_functional
 out["poll_s"] = inspect.signature(ReplayBuffer.__init__).parameters["poll_interval"].default
+out["packed_attention"] = "agentrl_packed_sdpa" in AttentionInterface()
+logits = torch.randn(2, 517, 300, generator=torch.Generator().manual_seed(0), requires_grad=True)
+labels = torch.randint(0, 300, (2, 517), generator=torch.Generator().manual_seed(1))
+found = torch_functional.logprobs_from_logits(logits, labels)
+found.sum().backward()
+grad, logits.grad = logits.grad, None
+expected = torch.log_softmax(logits, -1).gather(-1, labels[..., None])[..., 0]
+expected.sum().backward()
+out["log_prob_gap"] = max((found - expected).abs().max().item(), (grad - logits.grad).abs().max().item())
 print(json.dumps(out))
 """
 
@@ -59,11 +70,14 @@ def test_with_verl_platform_cpu_verls_own_lookups_find_the_cpu_parts_and_gloo_wo
     assert (out["replica"], out["adapter"]) == ("HFReplica", "HFServerAdapter")
     assert out["reduced"] == [1.0, 1.0, 1.0] and out["pg_backend"] == "cpu:gloo"
     assert out["poll_s"] == workarounds.REPLAY_POLL_S
+    assert out["packed_attention"], "transformers knows the packed-sequence attention the CPU profile names"
+    assert out["log_prob_gap"] < 1e-5, "verl's log-probs (values and gradient) as a log-softmax gives them"
 
 
 def test_without_it_nothing_is_registered_or_patched():
     out = probe(None)
-    assert out["workarounds"] == {} and out["poll_s"] == 2.0
+    assert out["workarounds"] == {} and out["poll_s"] == 2.0 and not out["packed_attention"]
+    assert out["log_prob_gap"] < 1e-5
 
 
 def test_a_fixed_behaviour_warns_and_a_moved_target_is_an_error():

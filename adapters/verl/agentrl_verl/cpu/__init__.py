@@ -18,12 +18,14 @@ def requested() -> bool:
 
 
 def activate() -> dict[str, bool]:
-    """Register the platform and the rollout backend with verl and apply the workarounds; returns theirs."""
+    """Register the platform, the rollout backend and the packed-sequence attention with verl and transformers, and
+    apply the workarounds; returns theirs."""
     from verl.workers.rollout.replica import RolloutReplicaRegistry
 
-    from agentrl_verl.cpu import platform  # noqa: F401  (registers the platform)
+    from agentrl_verl.cpu import attention, platform  # noqa: F401  (registers the platform)
     from agentrl_verl.cpu.rollout import ROLLOUT_NAME, load_replica
     from agentrl_verl.cpu.workarounds import apply_workarounds
 
     RolloutReplicaRegistry.register(ROLLOUT_NAME, load_replica)
+    attention.register()
     return apply_workarounds()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentrl_verl.cpu.attention import PACKED_ATTENTION
 from agentrl_verl.cpu.rollout import ROLLOUT_NAME
 
 RAY_CPUS = 16
@@ -16,8 +17,7 @@ def cpu_overrides(seed: int, ranks: int = 1, on_cluster: bool = False) -> dict[s
     servers sample with ``seed``.
 
     Micro-batches stay at one context's tokens (``max_context_tokens``, the launch's setting): verl packs a
-    micro-batch's sequences into one, and on a CPU sdpa computes attention across all of it, at the square of
-    its length (a whole laptop step in one micro-batch trained 5x slower). verl's old-log-prob pass stays: its
+    micro-batch's sequences into one row, and each is attended within itself (:mod:`agentrl_verl.cpu.attention`). verl's old-log-prob pass stays: its
     only way around it (``rollout_correction.bypass_mode``) takes the sampler's log-probs as the old policy's,
     which are not the learner's exactly."""
     actor_rollout_ref = "actor_rollout_ref."
@@ -37,8 +37,9 @@ def cpu_overrides(seed: int, ranks: int = 1, on_cluster: bool = False) -> dict[s
         actor_rollout_ref + "actor.use_torch_compile": False,
         actor_rollout_ref + "actor.fsdp_config.use_torch_compile": False,
         actor_rollout_ref + "ref.fsdp_config.use_torch_compile": False,
-        # FlashAttention-2 is verl's default attention.
-        "+" + actor_rollout_ref + "model.override_config.attn_implementation": "sdpa",
+        # FlashAttention-2 is verl's default attention; sdpa's dense mask over a packed micro-batch costs the
+        # square of its length, the packed-sequence attention each sequence's own (agentrl_verl.cpu.attention).
+        "+" + actor_rollout_ref + "model.override_config.attn_implementation": PACKED_ATTENTION,
         actor_rollout_ref + "rollout.name": ROLLOUT_NAME,
         actor_rollout_ref + "rollout.tensor_model_parallel_size": 1,
         actor_rollout_ref + "rollout.seed": seed,

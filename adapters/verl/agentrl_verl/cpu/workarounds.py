@@ -186,9 +186,42 @@ def replay_buffer_polls_every_two_seconds() -> bool:
     return True
 
 
+LOGSUMEXP_ELEMENTS = 1 << 24
+"""How many logits (64 MiB in float32) one reduction of a CPU run's log-probs reads at a time."""
+
+
+def log_probs_reduce_one_row_at_a_time() -> bool:
+    """``utils/torch_functional.py``'s ``logprobs_from_logits_v2`` (verl's path where neither flash-attn's nor an
+    NPU's cross-entropy is available) takes each row's logsumexp in a Python loop, to bound peak memory; a packed
+    micro-batch's logits have a row per token, so a CPU step runs about a thousand reductions a micro-batch, and
+    as many autograd nodes. Reduce as many rows at once as fit in :data:`LOGSUMEXP_ELEMENTS` logits: memory stays
+    bounded, the values are each row's logsumexp as before."""
+    module, name = "verl.utils.torch_functional", "logprobs_from_logits_v2"
+    if not still_present("log_probs_reduce_one_row_at_a_time", module,
+                         "torch.stack([torch.logsumexp(logit, dim=-1) for logit in logits])"):
+        return False
+    original = attribute(module, name)
+    if getattr(original, "agentrl_workaround", False):
+        return True
+
+    def logprobs_from_logits_v2(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        if logits.dtype not in (torch.float32, torch.float64):
+            return original(logits, labels)
+        chosen = torch.gather(logits, dim=-1, index=labels.unsqueeze(-1)).squeeze(-1)
+        rows = logits.reshape(-1, logits.shape[-1])
+        chunk = max(1, LOGSUMEXP_ELEMENTS // rows.shape[-1])
+        normaliser = torch.cat([torch.logsumexp(part, dim=-1) for part in rows.split(chunk)])
+        return chosen - normaliser.view(chosen.shape)
+
+    logprobs_from_logits_v2.agentrl_workaround = True  # type: ignore[attr-defined]
+    rebind(module, name, logprobs_from_logits_v2)
+    return True
+
+
 WORKAROUNDS = (process_group_backend_names_cpu_twice, fsdp2_offload_policy_pins_memory,
                fsdp_engines_registered_for_cuda_and_npu_only, rollout_correction_rejects_a_fully_masked_batch,
-               rollout_class_lookup_is_a_private_dict, replay_buffer_polls_every_two_seconds)
+               rollout_class_lookup_is_a_private_dict, replay_buffer_polls_every_two_seconds,
+               log_probs_reduce_one_row_at_a_time)
 
 
 def apply_workarounds() -> dict[str, bool]:
