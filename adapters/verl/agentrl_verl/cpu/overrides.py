@@ -17,9 +17,9 @@ def cpu_overrides(seed: int, ranks: int = 1, on_cluster: bool = False) -> dict[s
     servers sample with ``seed``.
 
     Micro-batches stay at one context's tokens (``max_context_tokens``, the launch's setting): verl packs a
-    micro-batch's sequences into one row, and each is attended within itself (:mod:`agentrl_verl.cpu.attention`). verl's old-log-prob pass stays: its
-    only way around it (``rollout_correction.bypass_mode``) takes the sampler's log-probs as the old policy's,
-    which are not the learner's exactly."""
+    micro-batch's sequences into one row, and each is attended within itself (:mod:`agentrl_verl.cpu.attention`).
+    verl's old-log-prob pass stays: its only way around it (``rollout_correction.bypass_mode``) takes the sampler's
+    log-probs as the old policy's, which are not the learner's exactly."""
     actor_rollout_ref = "actor_rollout_ref."
     local_cluster = {} if on_cluster else {"+ray_kwargs.ray_init.num_gpus": ranks,
                                            "ray_kwargs.ray_init.num_cpus": RAY_CPUS}
