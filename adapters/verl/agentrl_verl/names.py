@@ -3,6 +3,9 @@
 PREFIX = "agentrl_"
 SETTINGS_KEY = "agentrl"
 """The top-level Hydra key under which ``+agentrl.recipe`` names the run folder's recipe file."""
+ON_POLICY_KEY = f"{SETTINGS_KEY}.on_policy_update"
+"""``+agentrl.on_policy_update=true``: the update scores the old policy in its own forward
+(:mod:`agentrl_verl.verl_plugin.on_policy`)."""
 
 
 def estimator_name(estimator: str) -> str:

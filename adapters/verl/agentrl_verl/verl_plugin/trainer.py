@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import torch
 import transfer_queue as tq
 from verl import DataProto
 from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY
@@ -28,11 +29,12 @@ from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.runs.figures import loss_token_mean
 from agentrl_plugins.user_config import changes_table
 
-from agentrl_verl.names import PREFIX
+from agentrl_verl.names import ON_POLICY_KEY, PREFIX
 from agentrl_verl.own_config import reconcile_config, value_at
 from agentrl_verl.recipe_file import RECIPE_KEY, select
 from agentrl_verl.recorder import ENTROPY_KEY, StepRecorder
 from agentrl_verl.verl_plugin.estimators import TURNS_FIELD, carried_sessions, carried_turns
+from agentrl_verl.verl_plugin.on_policy import ON_POLICY
 
 MODE = "sync"
 
@@ -88,6 +90,34 @@ def batch_turns(batch: Any, estimator: str) -> list[TurnRecord]:
                            "recipe, +agentrl.recipe, names a trajectory-level estimator)") from None
 
 
+def on_policy_update(config: Any) -> bool:
+    """Whether ``+agentrl.on_policy_update=true`` asks to skip the old-log-prob pass (:mod:`.on_policy`); refused
+    where the pass is not the update's own forward."""
+    if not select(config, ON_POLICY_KEY):
+        return False
+    actor, algorithm = config.actor_rollout_ref.actor, config.algorithm
+    correction = algorithm.get("rollout_correction") or {}
+    reasons = [reason for reason, present in (
+        (f"actor_rollout_ref.actor.ppo_epochs={actor.ppo_epochs}", actor.ppo_epochs != 1),
+        ("a rollout correction (algorithm.rollout_correction.rollout_is / rollout_rs / bypass_mode)",
+         any(correction.get(key) for key in ("rollout_is", "rollout_rs", "bypass_mode"))),
+        ("algorithm.use_kl_in_reward=true", bool(algorithm.get("use_kl_in_reward"))),
+    ) if present]
+    if reasons:
+        raise AgentRLError(f"+{ON_POLICY_KEY}=true: the update must start from the weights that scored the old "
+                           f"policy and use its log-probs nowhere else, but verl's config has {', '.join(reasons)}; "
+                           f"remove +{ON_POLICY_KEY}")
+    return True
+
+
+def unscored_old_policy(batch: Any) -> Any:
+    """The batch with NaN ``old_log_probs``: the on-policy update scores the old policy in its own forward, and a
+    use of these anywhere else shows as NaN rather than as a plausible number."""
+    data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["response_mask"])
+    data["old_log_probs"] = data["response_mask"].to(torch.float32) * float("nan")
+    return tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id, fields=data.select("old_log_probs"))
+
+
 def start_recorder(config: Any) -> StepRecorder | None:
     """The run's recorder after the checks, or None when verl's config names no recipe."""
     path = select(config, RECIPE_KEY)
@@ -107,6 +137,7 @@ class AgentRLTrainer(PPOTrainerSync):
     def __init__(self, config: Any):
         self.agentrl = start_recorder(config)
         self.agentrl_training = False
+        self.agentrl_on_policy = self.agentrl is not None and on_policy_update(config)
         super().__init__(config)
 
     def _load_checkpoint(self, *args: Any, **kwargs: Any) -> Any:
@@ -126,6 +157,8 @@ class AgentRLTrainer(PPOTrainerSync):
         return metrics
 
     def _compute_old_log_prob(self, batch: Any, metrics: dict[str, Any]) -> Any:
+        if self.agentrl_on_policy:
+            return unscored_old_policy(batch)
         batch = super()._compute_old_log_prob(batch, metrics)
         if self.agentrl is not None:
             entropy = token_mean_entropy(batch)
@@ -137,9 +170,14 @@ class AgentRLTrainer(PPOTrainerSync):
         estimator = str(self.config.algorithm.adv_estimator)
         with carried_sessions(batch.keys):
             if not turn_level(estimator):
-                return super()._compute_advantage(batch, metrics)
-            with carried_turns(batch_turns(batch, estimator)):
-                return super()._compute_advantage(batch, metrics)
+                batch = super()._compute_advantage(batch, metrics)
+            else:
+                with carried_turns(batch_turns(batch, estimator)):
+                    batch = super()._compute_advantage(batch, metrics)
+        if self.agentrl_on_policy:  # verl's sampler/learner figures need the old-policy pass it skipped
+            for key in [key for key in metrics if key.startswith("rollout_corr/")]:
+                del metrics[key]
+        return batch
 
     def _get_required_batch_multiple(self, dp_size: int) -> int:
         if self.agentrl is None:
@@ -156,6 +194,8 @@ class AgentRLTrainer(PPOTrainerSync):
 
         def whole_batch(data: Any) -> Any:
             data.extra_info.update(global_batch_size=len(data), mini_batch_size=len(data))
+            if self.agentrl_on_policy:
+                data.extra_info.update({ON_POLICY: True, "calculate_entropy": True})
             return update(data)
 
         group.update_actor = whole_batch
