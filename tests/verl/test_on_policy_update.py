@@ -64,15 +64,27 @@ def test_old_log_probs_left_unscored_show_where_they_are_used():
     assert torch.isnan(loss), "the trainer's placeholder is NaN, never a plausible number"
 
 
-@pytest.mark.parametrize(("setting", "named"), [
-    ({"actor_rollout_ref": {"actor": {"ppo_epochs": 2}}}, "ppo_epochs=2"),
-    ({"algorithm": {"rollout_correction": {"rollout_is": "token"}}}, "a rollout correction"),
-    ({"algorithm": {"use_kl_in_reward": True}}, "use_kl_in_reward"),
-])
-def test_the_trainer_refuses_it_where_the_pass_is_not_the_updates_own_forward(setting, named):
-    base = {"agentrl": {"on_policy_update": True}, "actor_rollout_ref": {"actor": {"ppo_epochs": 1}},
-            "algorithm": {"rollout_correction": {"rollout_is": None, "rollout_rs": None}, "use_kl_in_reward": False}}
-    assert on_policy_update(OmegaConf.create(base))
+BASE = {"trainer": {"device": "cpu"}, "actor_rollout_ref": {"actor": {"ppo_epochs": 1}},
+        "algorithm": {"rollout_correction": {"rollout_is": None, "rollout_rs": None}, "use_kl_in_reward": False}}
+NOT_EXACT = [({"actor_rollout_ref": {"actor": {"ppo_epochs": 2}}}, "ppo_epochs=2"),
+             ({"algorithm": {"rollout_correction": {"rollout_is": "token"}}}, "a rollout correction"),
+             ({"algorithm": {"use_kl_in_reward": True}}, "use_kl_in_reward")]
+
+
+def config(*layers: dict):
+    return OmegaConf.merge(OmegaConf.create(BASE), *[OmegaConf.create(layer) for layer in layers])
+
+
+def test_a_cpu_run_updates_on_policy_wherever_it_is_exact_and_a_gpu_run_when_asked():
+    assert on_policy_update(config())
+    assert not on_policy_update(config({"trainer": {"device": "cuda"}}))
+    assert on_policy_update(config({"trainer": {"device": "cuda"}, "agentrl": {"on_policy_update": True}}))
+    assert not on_policy_update(config({"agentrl": {"on_policy_update": False}}))
+    for setting, _ in NOT_EXACT:
+        assert not on_policy_update(config(setting)), "verl's pass stays where it is not the update's forward"
+
+
+@pytest.mark.parametrize(("setting", "named"), NOT_EXACT)
+def test_asking_for_it_where_the_pass_is_not_the_updates_own_forward_is_refused(setting, named):
     with pytest.raises(AgentRLError, match=f"on_policy_update=true.*{named}"):
-        on_policy_update(OmegaConf.merge(OmegaConf.create(base), OmegaConf.create(setting)))
-    assert not on_policy_update(OmegaConf.merge(OmegaConf.create(base), {"agentrl": {"on_policy_update": False}}))
+        on_policy_update(config(setting, {"agentrl": {"on_policy_update": True}}))

@@ -101,7 +101,7 @@ def plan(recipe: Recipe, options: RunOptions, prepare: bool = False) -> Launch:
     overrides = hydra_overrides(recipe, paths)
     env = {}
     if on_cpu(options):
-        overrides.update(cpu_overrides(recipe, paths.ranks, ray_address() is not None))
+        overrides.update(cpu_overrides(recipe.train.seed, paths.ranks, ray_address() is not None))
         env[cpu.PLATFORM_ENV] = cpu.PLATFORM
     if options.resume is not None:
         overrides["trainer.resume_mode"] = "auto"

@@ -4,25 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentrl_plugins.recipe_schema import Recipe
-
 from agentrl_verl.cpu.attention import PACKED_ATTENTION
 from agentrl_verl.cpu.rollout import ROLLOUT_NAME
-from agentrl_verl.names import ON_POLICY_KEY
 
 RAY_CPUS = 16
 """Ray's CPU slots (not cores): verl's actors each ask for one; the processes share the machine's real cores."""
 
 
-def cpu_overrides(recipe: Recipe, ranks: int = 1, on_cluster: bool = False) -> dict[str, Any]:
+def cpu_overrides(seed: int, ranks: int = 1, on_cluster: bool = False) -> dict[str, Any]:
     """Overrides that run ``main_ppo`` on CPU trainer processes (one Ray "GPU" slot each): the local Ray cluster
     verl starts gets ``ranks`` slots, a running one (``on_cluster``, ``RAY_ADDRESS``) brings its own; the rollout
-    servers sample with the recipe's seed.
+    servers sample with ``seed``.
 
     Micro-batches stay at one context's tokens (``max_context_tokens``, the launch's setting): verl packs a
     micro-batch's sequences into one row, and each is attended within itself (:mod:`agentrl_verl.cpu.attention`).
-    With one update per step and no correction the update scores the old policy in its own forward, as TRL does,
-    instead of verl's separate pass (:mod:`agentrl_verl.verl_plugin.on_policy`)."""
+    With one update per step and no correction the recording trainer lets the update score the old policy in its own
+    forward, as TRL does, instead of verl's separate pass (:mod:`agentrl_verl.verl_plugin.on_policy`)."""
     actor_rollout_ref = "actor_rollout_ref."
     local_cluster = {} if on_cluster else {"+ray_kwargs.ray_init.num_gpus": ranks,
                                            "ray_kwargs.ray_init.num_cpus": RAY_CPUS}
@@ -45,7 +42,7 @@ def cpu_overrides(recipe: Recipe, ranks: int = 1, on_cluster: bool = False) -> d
         "+" + actor_rollout_ref + "model.override_config.attn_implementation": PACKED_ATTENTION,
         actor_rollout_ref + "rollout.name": ROLLOUT_NAME,
         actor_rollout_ref + "rollout.tensor_model_parallel_size": 1,
-        actor_rollout_ref + "rollout.seed": recipe.train.seed,
+        actor_rollout_ref + "rollout.seed": seed,
         # Recomputing activations saves accelerator memory; on a CPU it only costs time (a quarter of an update).
         actor_rollout_ref + "model.enable_gradient_checkpointing": False,
         # The server's log-probs come back with every response, so verl reports the sampler/trainer gap.
@@ -54,11 +51,4 @@ def cpu_overrides(recipe: Recipe, ranks: int = 1, on_cluster: bool = False) -> d
         "reward.num_workers": 1,
         "data.dataloader_num_workers": 0,
         "transfer_queue.backend.SimpleStorage.num_data_storage_units": 1,
-        **({f"+{ON_POLICY_KEY}": True} if on_policy_exact(recipe) else {}),
     }
-
-
-def on_policy_exact(recipe: Recipe) -> bool:
-    """Whether the update's own forward is the old policy's: one update per step, no correction (which weighs by
-    the old log-probs before the update)."""
-    return recipe.optim.updates_per_step == 1 and recipe.correction.name == "none"

@@ -3,12 +3,13 @@
 With one PPO epoch of one mini-batch, the weights that score a step's old policy are the ones the update starts
 from: the update's forward computes the same log-probs, and TRL takes them there (``old = logps.detach()``, the
 ratio exactly 1). verl 0.9.1 always runs a separate forward first (``_compute_old_log_prob``) unless its bypass
-mode takes the sampler's log-probs, which are not the learner's. With ``+agentrl.on_policy_update=true`` the
-recording trainer skips that pass and marks the update (:data:`ON_POLICY`); every worker's ``ppo_loss`` then gives
-verl's policy loss the update's own log-probs, detached, as the old policy's, and adds the step's entropy (mean
-over its loss tokens) that the skipped pass used to give. The CPU profile sets it; the trainer refuses it where
-it would not be exact (several epochs or mini-batches, a rollout correction, which weighs by the old log-probs
-before the update).
+mode takes the sampler's log-probs, which are not the learner's. Where the recording trainer decides so
+(:func:`agentrl_verl.verl_plugin.trainer.on_policy_update`: on a CPU wherever it is exact, elsewhere when
+``+agentrl.on_policy_update=true`` asks) it skips that pass and marks the update (:data:`ON_POLICY`); every
+worker's ``ppo_loss`` then gives verl's policy loss the update's own log-probs, detached, as the old policy's, and
+logs what the skipped pass gave: the step's entropy (the recorder's mean over loss tokens, and verl's
+``actor/entropy``) and, where the sampler's log-probs are there, the largest learner/sampler gap (verl's own
+``training/rollout_probs_diff_*`` and ``rollout_corr/*`` figures are not logged).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import contextvars
 import functools
 from typing import Any, Callable, Iterator
 
+import torch
 from verl.utils import tensordict_utils as tu
 from verl.utils.metric import AggregationType, Metric
 from verl.workers.utils.padding import no_padding_2_padding
@@ -26,6 +28,11 @@ ON_POLICY = "agentrl_on_policy"
 """The update's ``extra_info`` flag, which reaches each micro-batch's loss."""
 ENTROPY_METRIC = "agentrl/token_mean_entropy"
 """The entropy figure as the update logs it (verl prefixes ``actor/``: the recorder's ``ENTROPY_KEY``)."""
+VERL_ENTROPY = "actor/entropy"
+"""verl's own entropy figure, which its skipped pass logs: the entropy aggregated as the loss aggregates."""
+GAP_METRIC = "agentrl/rollout_logprob_gap_max"
+"""The largest gap between the learner's and the sampler's log-probs over the step's loss tokens (verl's
+``training/rollout_probs_diff_*``, from the skipped pass, compare probabilities)."""
 _on_policy: contextvars.ContextVar[bool] = contextvars.ContextVar("agentrl_on_policy", default=False)
 
 
@@ -57,13 +64,26 @@ def policy_loss_lookup(original: Callable[[str], Callable[..., Any]]) -> Callabl
     return get_policy_loss_fn
 
 
+def padded(data: Any, field: str) -> Any:
+    return data.select(field).to_padded_tensor()[field]
+
+
 def entropy_metric(model_output: Any, data: Any) -> Metric:
     """The micro-batch's share of the step's mean entropy over loss tokens: its sum over the step's token count
     (both over every data-parallel rank), summed over micro-batches and averaged over ranks by verl."""
     entropy = no_padding_2_padding(model_output["entropy"], data)
-    mask = data.select("response_mask").to_padded_tensor()["response_mask"].to(entropy.dtype)
+    mask = padded(data, "response_mask").to(entropy.dtype)
     share = (entropy * mask).sum() / data["batch_num_tokens"] * data["dp_size"]
-    return Metric(value=share.detach().item(), aggregation=AggregationType.SUM)
+    return Metric(value=share.detach(), aggregation=AggregationType.SUM)
+
+
+def gap_metric(model_output: Any, data: Any) -> Metric:
+    """The micro-batch's largest |learner - sampler| log-prob gap over its loss tokens (0 without one)."""
+    learner = no_padding_2_padding(model_output["log_probs"], data).detach()
+    sampler, mask = padded(data, "rollout_log_probs"), padded(data, "response_mask").bool()
+    width = min(learner.shape[1], sampler.shape[1])
+    gaps = (learner[:, :width] - sampler[:, :width]).abs()[mask[:, :width]]
+    return Metric(value=gaps.max() if gaps.numel() else torch.zeros(()), aggregation=AggregationType.MAX)
 
 
 def ppo_loss_method(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -76,6 +96,10 @@ def ppo_loss_method(original: Callable[..., Any]) -> Callable[..., Any]:
         with on_policy():
             loss, metrics = original(config, model_output, data, dp_group)
         metrics[ENTROPY_METRIC] = entropy_metric(model_output, data)
+        entropy = metrics["actor/entropy_loss"]
+        metrics[VERL_ENTROPY] = Metric(aggregation=entropy.aggregation, value=entropy)
+        if "rollout_log_probs" in data.keys():
+            metrics[GAP_METRIC] = gap_metric(model_output, data)
         return loss, metrics
 
     return ppo_loss

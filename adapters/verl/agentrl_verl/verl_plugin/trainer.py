@@ -91,10 +91,8 @@ def batch_turns(batch: Any, estimator: str) -> list[TurnRecord]:
 
 
 def on_policy_update(config: Any) -> bool:
-    """Whether ``+agentrl.on_policy_update=true`` asks to skip the old-log-prob pass (:mod:`.on_policy`); refused
-    where the pass is not the update's own forward."""
-    if not select(config, ON_POLICY_KEY):
-        return False
+    """Whether the update scores the old policy in its own forward (:mod:`.on_policy`): ``+agentrl.on_policy_update``
+    when set (``true`` refused where the pass is not the update's own forward), else on a CPU wherever it is exact."""
     actor, algorithm = config.actor_rollout_ref.actor, config.algorithm
     correction = algorithm.get("rollout_correction") or {}
     reasons = [reason for reason, present in (
@@ -103,11 +101,14 @@ def on_policy_update(config: Any) -> bool:
          any(correction.get(key) for key in ("rollout_is", "rollout_rs", "bypass_mode"))),
         ("algorithm.use_kl_in_reward=true", bool(algorithm.get("use_kl_in_reward"))),
     ) if present]
-    if reasons:
+    asked = select(config, ON_POLICY_KEY)
+    if asked is None:
+        return not reasons and str(config.trainer.get("device", "")) == "cpu"
+    if asked and reasons:
         raise AgentRLError(f"+{ON_POLICY_KEY}=true: the update must start from the weights that scored the old "
                            f"policy and use its log-probs nowhere else, but verl's config has {', '.join(reasons)}; "
                            f"remove +{ON_POLICY_KEY}")
-    return True
+    return bool(asked)
 
 
 def unscored_old_policy(batch: Any) -> Any:
