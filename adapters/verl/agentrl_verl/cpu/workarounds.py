@@ -14,7 +14,7 @@ import importlib.util
 import sys
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -68,22 +68,31 @@ def rebind(module: str, name: str, value: Any) -> None:
             setattr(loaded, name, value)
 
 
+def wrap_function(module: str, name: str, wrap: Callable[[Any], Callable[..., Any]]) -> bool:
+    """Rebind verl's ``module.name`` to ``wrap(original)`` (also where verl's modules imported it by name), once in
+    a process: a second call finds it wrapped. Returns True (verl was changed)."""
+    original = attribute(module, name)
+    if not getattr(original, "agentrl_workaround", False):
+        replacement = wrap(original)
+        replacement.agentrl_workaround = True  # type: ignore[attr-defined]
+        rebind(module, name, replacement)
+    return True
+
+
 def process_group_backend_names_cpu_twice() -> bool:
     """``utils/distributed.py`` builds ``"cpu:gloo,{device}:{backend}"``; on CPU that is ``cpu:gloo,cpu:gloo``,
     which torch rejects (duplicate device type). Default the backend to ``cpu:gloo``."""
     module, name = "verl.utils.distributed", "initialize_global_process_group_ray"
     if not still_present("process_group_backend_names_cpu_twice", module, 'f"cpu:gloo,{get_device_name()}'):
         return False
-    original = attribute(module, name)
-    if getattr(original, "agentrl_workaround", False):
-        return True
 
-    def initialize_global_process_group_ray(timeout_second=None, backend=None):
-        return original(timeout_second=timeout_second, backend=backend or "cpu:gloo")
+    def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
+        def initialize_global_process_group_ray(timeout_second=None, backend=None):
+            return original(timeout_second=timeout_second, backend=backend or "cpu:gloo")
 
-    initialize_global_process_group_ray.agentrl_workaround = True
-    rebind(module, name, initialize_global_process_group_ray)
-    return True
+        return initialize_global_process_group_ray
+
+    return wrap_function(module, name, wrap)
 
 
 def fsdp2_offload_policy_pins_memory() -> bool:
@@ -131,20 +140,18 @@ def rollout_correction_rejects_a_fully_masked_batch() -> bool:
     if not still_present("rollout_correction_rejects_a_fully_masked_batch", module,
                          "response_mask must contain at least one valid token"):
         return False
-    original = attribute(module, name)
-    if getattr(original, "agentrl_workaround", False):
-        return True
 
-    def compute_rollout_correction_and_add_to_batch(batch, rollout_corr_config):
-        if batch.batch["response_mask"].any():
-            return original(batch, rollout_corr_config)
-        if rollout_corr_config.get("rollout_is", None) is not None:
-            batch.batch["rollout_is_weights"] = torch.ones_like(batch.batch["old_log_probs"])
-        return batch, {}
+    def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
+        def compute_rollout_correction_and_add_to_batch(batch, rollout_corr_config):
+            if batch.batch["response_mask"].any():
+                return original(batch, rollout_corr_config)
+            if rollout_corr_config.get("rollout_is", None) is not None:
+                batch.batch["rollout_is_weights"] = torch.ones_like(batch.batch["old_log_probs"])
+            return batch, {}
 
-    compute_rollout_correction_and_add_to_batch.agentrl_workaround = True
-    rebind(module, name, compute_rollout_correction_and_add_to_batch)
-    return True
+        return compute_rollout_correction_and_add_to_batch
+
+    return wrap_function(module, name, wrap)
 
 
 def rollout_class_lookup_is_a_private_dict() -> bool:
@@ -200,22 +207,20 @@ def log_probs_reduce_one_row_at_a_time() -> bool:
     if not still_present("log_probs_reduce_one_row_at_a_time", module,
                          "torch.stack([torch.logsumexp(logit, dim=-1) for logit in logits])"):
         return False
-    original = attribute(module, name)
-    if getattr(original, "agentrl_workaround", False):
-        return True
 
-    def logprobs_from_logits_v2(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        if logits.dtype not in (torch.float32, torch.float64):
-            return original(logits, labels)
-        chosen = torch.gather(logits, dim=-1, index=labels.unsqueeze(-1)).squeeze(-1)
-        rows = logits.reshape(-1, logits.shape[-1])
-        chunk = max(1, LOGSUMEXP_ELEMENTS // rows.shape[-1])
-        normaliser = torch.cat([torch.logsumexp(part, dim=-1) for part in rows.split(chunk)])
-        return chosen - normaliser.view(chosen.shape)
+    def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
+        def logprobs_from_logits_v2(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+            if logits.dtype not in (torch.float32, torch.float64):
+                return original(logits, labels)
+            chosen = torch.gather(logits, dim=-1, index=labels.unsqueeze(-1)).squeeze(-1)
+            rows = logits.reshape(-1, logits.shape[-1])
+            chunk = max(1, LOGSUMEXP_ELEMENTS // rows.shape[-1])
+            normaliser = torch.cat([torch.logsumexp(part, dim=-1) for part in rows.split(chunk)])
+            return chosen - normaliser.view(chosen.shape)
 
-    logprobs_from_logits_v2.agentrl_workaround = True  # type: ignore[attr-defined]
-    rebind(module, name, logprobs_from_logits_v2)
-    return True
+        return logprobs_from_logits_v2
+
+    return wrap_function(module, name, wrap)
 
 
 WORKAROUNDS = (process_group_backend_names_cpu_twice, fsdp2_offload_policy_pins_memory,
