@@ -24,5 +24,7 @@ def agent_loop_name(environment: str) -> str:
 
 SEQUENCE_MEAN_MODES = ("seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 """verl loss aggregations whose trainer denominator is the mini-batch's row count."""
+ROLLOUT_NAME = PREFIX + "hf"
+"""The CPU rollout backend's name (``actor_rollout_ref.rollout.name``): :mod:`agentrl_verl.cpu.rollout`."""
 RAW_RATIO_THRESHOLD = 1e9
 """A token-IS threshold above exp(20), the largest ratio verl computes: verl then truncates nothing."""

@@ -7,6 +7,10 @@ when the machine has no GPU, or when asked): a GPU run never sees it.
 from __future__ import annotations
 
 import os
+from types import ModuleType
+
+from agentrl_verl.after_import import after_import
+from agentrl_verl.names import ROLLOUT_NAME
 
 PLATFORM_ENV = "VERL_PLATFORM"
 PLATFORM = "cpu"
@@ -20,12 +24,21 @@ def requested() -> bool:
 def activate() -> dict[str, bool]:
     """Register the platform, the rollout backend and the packed-sequence attention with verl and transformers, and
     apply the workarounds; returns theirs."""
-    from verl.workers.rollout.replica import RolloutReplicaRegistry
-
     from agentrl_verl.cpu import attention, platform  # noqa: F401  (registers the platform)
-    from agentrl_verl.cpu.rollout import ROLLOUT_NAME, load_replica
     from agentrl_verl.cpu.workarounds import apply_workarounds
 
-    RolloutReplicaRegistry.register(ROLLOUT_NAME, load_replica)
+    after_import("verl.workers.rollout.replica", register_rollout)
     attention.register()
     return apply_workarounds()
+
+
+def register_rollout(replica: ModuleType) -> None:
+    """Name the ``agentrl_hf`` replica in verl's registry (once verl's replica module is imported; verl calls the
+    loader when a run asks for the backend)."""
+    replica.RolloutReplicaRegistry.register(ROLLOUT_NAME, load_replica)
+
+
+def load_replica() -> type:
+    from agentrl_verl.cpu.rollout import HFReplica
+
+    return HFReplica

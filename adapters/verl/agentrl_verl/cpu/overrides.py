@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentrl_verl.cpu.attention import PACKED_ATTENTION
-from agentrl_verl.cpu.rollout import ROLLOUT_NAME
+from agentrl_verl.names import ROLLOUT_NAME
 
 RAY_CPUS = 16
 """Ray's CPU slots (not cores): verl's actors each ask for one; the processes share the machine's real cores."""

@@ -20,7 +20,8 @@ from verl.workers.rollout.replica import RolloutReplica, TokenOutput
 
 from agentrl_plugins.types import Sampling
 
-ROLLOUT_NAME = "agentrl_hf"
+from agentrl_verl.names import ROLLOUT_NAME
+
 SERVER_PREFIX = "agentrl_hf_server_"
 
 
@@ -160,6 +161,3 @@ class HFServerAdapter(BaseRollout):
     async def release(self) -> None:
         return None
 
-
-def load_replica() -> type[RolloutReplica]:
-    return HFReplica

@@ -4,23 +4,27 @@ Each function first checks that its target is still what it was written
 against: a target that is gone or renamed raises :class:`VerlChangedError`; a
 target whose source no longer shows the behaviour means verl fixed it, and the
 function warns with :class:`VerlFixedWarning` and changes nothing. Each
-returns whether it changed verl. They run only on the ``cpu`` platform.
+returns whether it changed verl. They run only on the ``cpu`` platform, each once verl's module it changes is
+imported (a process that never imports it is not changed).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import sys
 import warnings
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Callable
 
 import torch
 
 from agentrl_plugins.errors import AgentRLError
 
-from agentrl_verl.cpu.rollout import ROLLOUT_NAME
+from agentrl_verl.after_import import after_import
+from agentrl_verl.names import ROLLOUT_NAME
 
 ADAPTER_PATH = "agentrl_verl.cpu.rollout.HFServerAdapter"
 
@@ -79,10 +83,10 @@ def wrap_function(module: str, name: str, wrap: Callable[[Any], Callable[..., An
     return True
 
 
-def process_group_backend_names_cpu_twice() -> bool:
+def process_group_backend_names_cpu_twice(module: str) -> bool:
     """``utils/distributed.py`` builds ``"cpu:gloo,{device}:{backend}"``; on CPU that is ``cpu:gloo,cpu:gloo``,
     which torch rejects (duplicate device type). Default the backend to ``cpu:gloo``."""
-    module, name = "verl.utils.distributed", "initialize_global_process_group_ray"
+    name = "initialize_global_process_group_ray"
     if not still_present("process_group_backend_names_cpu_twice", module, 'f"cpu:gloo,{get_device_name()}'):
         return False
 
@@ -95,11 +99,10 @@ def process_group_backend_names_cpu_twice() -> bool:
     return wrap_function(module, name, wrap)
 
 
-def fsdp2_offload_policy_pins_memory() -> bool:
+def fsdp2_offload_policy_pins_memory(module: str) -> bool:
     """``workers/engine/fsdp/transformer_impl.py`` gives forward-only FSDP2 models (the reference policy)
     ``CPUOffloadPolicy(pin_memory=True)``, and pinning needs an accelerator. Unpin it."""
-    if not still_present("fsdp2_offload_policy_pins_memory", "verl.workers.engine.fsdp.transformer_impl",
-                         "CPUOffloadPolicy(pin_memory=True)"):
+    if not still_present("fsdp2_offload_policy_pins_memory", module, "CPUOffloadPolicy(pin_memory=True)"):
         return False
     policy = attribute("verl.utils.fsdp_utils", "CPUOffloadPolicy")
     if getattr(policy, "agentrl_workaround", False):
@@ -115,10 +118,9 @@ def fsdp2_offload_policy_pins_memory() -> bool:
     return True
 
 
-def fsdp_engines_registered_for_cuda_and_npu_only() -> bool:
+def fsdp_engines_registered_for_cuda_and_npu_only(module: str) -> bool:
     """``transformer_impl.py`` registers its FSDP engines for devices ``cuda`` and ``npu`` only, so
     ``EngineRegistry.get_engine_cls`` finds none for ``cpu``. Register the same classes for ``cpu``."""
-    module = "verl.workers.engine.fsdp.transformer_impl"
     if not still_present("fsdp_engines_registered_for_cuda_and_npu_only", module, 'device=["cuda", "npu"]'):
         return False
     registry = attribute("verl.workers.engine.base", "EngineRegistry")
@@ -132,11 +134,11 @@ def fsdp_engines_registered_for_cuda_and_npu_only() -> bool:
     return True
 
 
-def rollout_correction_rejects_a_fully_masked_batch() -> bool:
+def rollout_correction_rejects_a_fully_masked_batch(module: str) -> bool:
     """``trainer/ppo/rollout_corr_helper.py`` raises when no token of the batch is in the loss, which is what
     compact filtering does to a batch of failed episodes (a freshly initialised model's first steps): it runs whenever
     the rollout log-probs are there, which a CPU run always asks for. Such a batch has nothing to correct."""
-    module, name = "verl.trainer.ppo.rollout_corr_helper", "compute_rollout_correction_and_add_to_batch"
+    name = "compute_rollout_correction_and_add_to_batch"
     if not still_present("rollout_correction_rejects_a_fully_masked_batch", module,
                          "response_mask must contain at least one valid token"):
         return False
@@ -154,10 +156,9 @@ def rollout_correction_rejects_a_fully_masked_batch() -> bool:
     return wrap_function(module, name, wrap)
 
 
-def rollout_class_lookup_is_a_private_dict() -> bool:
+def rollout_class_lookup_is_a_private_dict(module: str) -> bool:
     """``workers/rollout/base.py`` finds the in-worker rollout class in the private ``_ROLLOUT_REGISTRY``,
     which has no public register function (the replica side has ``RolloutReplicaRegistry``). Add the entry."""
-    module = "verl.workers.rollout.base"
     if "def register" in module_source(module):
         warnings.warn("agentrl-verl CPU workaround rollout_class_lookup_is_a_private_dict: "
                       f"{module} has a register function now; use it instead", VerlFixedWarning, stacklevel=2)
@@ -173,11 +174,10 @@ REPLAY_POLL_S = 0.1
 """How often a CPU run's trainer checks its replay buffer for finished episodes."""
 
 
-def replay_buffer_polls_every_two_seconds() -> bool:
+def replay_buffer_polls_every_two_seconds(module: str) -> bool:
     """``trainer/ppo/v1/replay_buffer.py`` checks for finished episodes every 2 s (``poll_interval``, which no
     setting reaches), so every step's rollout takes a multiple of 2 s; on a CPU a laptop step's whole rollout
     takes about one. Poll every :data:`REPLAY_POLL_S` seconds."""
-    module = "verl.trainer.ppo.v1.replay_buffer"
     if not still_present("replay_buffer_polls_every_two_seconds", module, "poll_interval: float = 2.0"):
         return False
     buffer = attribute(module, "ReplayBuffer")
@@ -197,13 +197,13 @@ LOGSUMEXP_ELEMENTS = 1 << 24
 """How many logits (64 MiB in float32) one reduction of a CPU run's log-probs reads at a time."""
 
 
-def log_probs_reduce_one_row_at_a_time() -> bool:
+def log_probs_reduce_one_row_at_a_time(module: str) -> bool:
     """``utils/torch_functional.py``'s ``logprobs_from_logits_v2`` (verl's path where neither flash-attn's nor an
     NPU's cross-entropy is available) takes each row's logsumexp in a Python loop, to bound peak memory; a packed
     micro-batch's logits have a row per token, so a CPU step runs about a thousand reductions a micro-batch, and
     as many autograd nodes. Reduce as many rows at once as fit in :data:`LOGSUMEXP_ELEMENTS` logits: memory stays
     bounded, the values are each row's logsumexp as before."""
-    module, name = "verl.utils.torch_functional", "logprobs_from_logits_v2"
+    name = "logprobs_from_logits_v2"
     if not still_present("log_probs_reduce_one_row_at_a_time", module,
                          "torch.stack([torch.logsumexp(logit, dim=-1) for logit in logits])"):
         return False
@@ -223,12 +223,26 @@ def log_probs_reduce_one_row_at_a_time() -> bool:
     return wrap_function(module, name, wrap)
 
 
-WORKAROUNDS = (process_group_backend_names_cpu_twice, fsdp2_offload_policy_pins_memory,
-               fsdp_engines_registered_for_cuda_and_npu_only, rollout_correction_rejects_a_fully_masked_batch,
-               rollout_class_lookup_is_a_private_dict, replay_buffer_polls_every_two_seconds,
-               log_probs_reduce_one_row_at_a_time)
+WORKAROUNDS: dict[Callable[[str], bool], str] = {
+    process_group_backend_names_cpu_twice: "verl.utils.distributed",
+    fsdp2_offload_policy_pins_memory: "verl.workers.engine.fsdp.transformer_impl",
+    fsdp_engines_registered_for_cuda_and_npu_only: "verl.workers.engine.fsdp.transformer_impl",
+    rollout_correction_rejects_a_fully_masked_batch: "verl.trainer.ppo.rollout_corr_helper",
+    rollout_class_lookup_is_a_private_dict: "verl.workers.rollout.base",
+    replay_buffer_polls_every_two_seconds: "verl.trainer.ppo.v1.replay_buffer",
+    log_probs_reduce_one_row_at_a_time: "verl.utils.torch_functional",
+}
+"""Each workaround and the verl module it changes (its target, applied once the module is imported)."""
 
 
 def apply_workarounds() -> dict[str, bool]:
-    """Apply every workaround; returns, by name, whether it changed verl."""
-    return {workaround.__name__: workaround() for workaround in WORKAROUNDS}
+    """Apply each workaround once its target is imported (at once if it is); returns, by name, whether each
+    applied so far changed verl."""
+    applied: dict[str, bool] = {}
+    for workaround, module in WORKAROUNDS.items():
+        after_import(module, functools.partial(record, applied, workaround))
+    return applied
+
+
+def record(applied: dict[str, bool], workaround: Callable[[str], bool], module: ModuleType) -> None:
+    applied[workaround.__name__] = workaround(module.__name__)

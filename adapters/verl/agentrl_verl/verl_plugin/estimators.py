@@ -144,3 +144,6 @@ def register_estimators() -> list[str]:
         register_adv_est(name)(verl_estimator(entry.record))
         names.append(name)
     return names
+
+
+ESTIMATORS = register_estimators()

@@ -73,3 +73,6 @@ def register_policy_losses() -> list[str]:
         register_policy_loss(name)(corrected_policy_loss(entry.record.name))
         names.append(name)
     return names
+
+
+POLICY_LOSSES = register_policy_losses()

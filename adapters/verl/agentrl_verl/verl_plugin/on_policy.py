@@ -116,3 +116,6 @@ def install() -> None:
     wrapped = ppo_loss_method(engine_workers.ppo_loss)
     wrapped.agentrl_on_policy = True  # type: ignore[attr-defined]
     engine_workers.ppo_loss = wrapped
+
+
+install()

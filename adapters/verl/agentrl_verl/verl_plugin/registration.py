@@ -2,7 +2,8 @@
 
 verl's loader needs three things, checked here without starting a new process:
 this distribution's ``verl.plugins`` entry point, a ``VERL_USE_EXTERNAL_PLUGINS``
-that allows it, and a plugin module that imports and fills verl's registries.
+that allows it, and a plugin module that imports and fills verl's registries (each registration, which waits for
+the part of verl it registers into, is run here by importing that part).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY, POLICY_LOSS_REGI
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.plugins import get_plugin_manager
 
+from agentrl_verl.after_import import FAILURES, import_awaited
 from agentrl_verl.names import agent_loop_name, estimator_name, policy_loss_name
 
 PLUGIN_MODULE = "agentrl_verl.verl_plugin"
@@ -59,9 +61,13 @@ def check_registration() -> None:
                                 f"unset it, or add {points[0].name}")
     try:
         importlib.import_module(PLUGIN_MODULE)
+        import_awaited()
     except Exception:
         raise RegistrationError(f"verl's plugin {PLUGIN_MODULE} fails to import:\n"
                                 f"{traceback.format_exc(limit=-3)}") from None
+    if FAILURES:
+        raise RegistrationError(f"{PLUGIN_MODULE} failed to register in verl:\n" + "\n".join(
+            f"{key}:\n{failure}" for key, failure in FAILURES.items()))
     from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY
 
     from agentrl_verl.verl_plugin.trainer import MODE, AgentRLTrainer

@@ -242,3 +242,6 @@ def register_trainer() -> type[AgentRLTrainer]:
             TRAINER_REGISTRY[mode] = refusing(mode, trainer)
     TRAINER_REGISTRY[MODE] = AgentRLTrainer
     return AgentRLTrainer
+
+
+TRAINER = register_trainer()
