@@ -28,6 +28,7 @@ from agentrl_verl import launch
 from agentrl_verl.config import LaunchPaths, describe, hydra_value
 from agentrl_verl.names import agent_loop_name
 from agentrl_verl.recipe_file import recipe_from_config
+from agentrl_verl.registration import RegistrationError
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENTRL = [sys.executable, "-c", "from agentrl_plugins.cli import main; main()"]
@@ -168,22 +169,36 @@ def test_prepare_writes_what_the_command_it_prints_reads(tmp_path, model_dir):
     assert settings["actor_rollout_ref.model.path"] == str(model_dir)
 
 
-def finished_run(cmd: list[str], env: dict[str, str], check: bool) -> subprocess.CompletedProcess:
-    """What main_ppo leaves when it succeeds (verl's recording trainer writes the report), for a faked launch."""
-    settings = dict(word.split("=", 1) for word in cmd[3:])
-    (Path(settings["+agentrl.recipe"]).parent / "report.md").write_text("report")
-    return subprocess.CompletedProcess(cmd, 0)
+def fake_main_ppo(launched: list, report: bool = True) -> type:
+    """A stand-in for ``subprocess.Popen`` of main_ppo, for a faked launch: records its command and environment and,
+    with ``report``, leaves what main_ppo leaves when it succeeds (verl's recording trainer writes the report)."""
+
+    class MainPPO:
+        def __init__(self, cmd: list[str], env: dict[str, str]):
+            self.cmd, self.env, self.terminated = cmd, env, False
+            launched.append(self)
+            settings = dict(word.split("=", 1) for word in cmd[3:])
+            if report:
+                (Path(settings["+agentrl.recipe"]).parent / "report.md").write_text("report")
+
+        def terminate(self) -> None:
+            self.terminated = True
+
+        def wait(self) -> int:
+            return 0
+
+    return MainPPO
 
 
 def test_a_launch_writes_the_run_folder_dataset_and_model_then_runs_main_ppo(tmp_path, monkeypatch, model_dir):
     monkeypatch.setenv("AGENTRL_CACHE", str(tmp_path / "cache"))
     shutil.copytree(model_dir, model_path(0))  # TinyAgent's cached warm start (built with TRL, not here)
-    launched = []
-    monkeypatch.setattr(launch.subprocess, "run", lambda cmd, env, check: launched.append((cmd, env))
-                        or finished_run(cmd, env, check))
+    launched: list = []
+    monkeypatch.setattr(launch.subprocess, "Popen", fake_main_ppo(launched))
     recipe = load_recipe("deepswe_grpopp", {"train.steps": 2}, "laptop")
     run_dir = launch.launch(recipe, RunOptions(run_dir=tmp_path / "run"))
-    (cmd, env), = launched
+    (trainer,) = launched
+    cmd = trainer.cmd
     assert cmd[:3] == [sys.executable, "-m", "verl.trainer.main_ppo"]
     settings = dict(word.split("=", 1) for word in cmd[3:])
     assert settings["data.train_files"] == str(run_dir / "data" / "train.parquet")
@@ -191,13 +206,26 @@ def test_a_launch_writes_the_run_folder_dataset_and_model_then_runs_main_ppo(tmp
     assert (Path(settings["actor_rollout_ref.model.path"]) / "config.json").is_file()
     assert settings["trainer.default_local_dir"] == str(run_dir / "checkpoints")
     assert RunDir(run_dir).load_recipe().train.steps == 2
+    assert not trainer.terminated
 
 
 def test_a_main_ppo_that_leaves_no_report_is_an_error(tmp_path, monkeypatch, model_dir):
-    monkeypatch.setattr(launch.subprocess, "run", lambda cmd, env, check: subprocess.CompletedProcess(cmd, 0))
+    monkeypatch.setattr(launch.subprocess, "Popen", fake_main_ppo([], report=False))
     with pytest.raises(AgentRLError, match="without agentrl's report"):
         launch.launch(load_recipe("deepswe_grpopp", {"train.steps": 2}, "laptop"),
                       RunOptions(run_dir=tmp_path / "run", model=str(model_dir)))
+
+
+def test_a_failed_registration_check_beside_the_start_up_stops_main_ppo_and_is_raised(tmp_path, monkeypatch,
+                                                                                        model_dir):
+    launched: list = []
+    monkeypatch.setattr(launch.subprocess, "Popen", fake_main_ppo(launched, report=False))
+    monkeypatch.setenv("VERL_USE_EXTERNAL_PLUGINS", "none")  # verl's switch that keeps agentrl's plugin out
+    with pytest.raises(RegistrationError, match="VERL_USE_EXTERNAL_PLUGINS"):
+        launch.launch(load_recipe("deepswe_grpopp", {"train.steps": 2}, "laptop"),
+                      RunOptions(run_dir=tmp_path / "run", model=str(model_dir)))
+    (trainer,) = launched
+    assert trainer.terminated, "main_ppo, started while the check ran, is stopped"
 
 
 def test_a_launch_without_tinyagents_warm_start_is_a_clear_error_before_any_folder(tmp_path, monkeypatch):
@@ -211,12 +239,11 @@ def test_a_launch_names_its_run_folder_once_even_when_the_clock_ticks(tmp_path, 
     ticks = iter(range(100))
     monkeypatch.setattr(RunDir, "default", classmethod(lambda cls, recipe, framework, root=Path("runs"):
                                                        cls(tmp_path / f"run-at-second-{next(ticks)}")))
-    launched = []
-    monkeypatch.setattr(launch.subprocess, "run", lambda cmd, env, check: launched.append(cmd)
-                        or finished_run(cmd, env, check))
+    launched: list = []
+    monkeypatch.setattr(launch.subprocess, "Popen", fake_main_ppo(launched))
     run_dir = launch.launch(load_recipe("deepswe_grpopp", {"train.steps": 2}, "laptop"),
                             RunOptions(model=str(model_dir)))
-    settings = dict(word.split("=", 1) for word in launched[0][3:])
+    settings = dict(word.split("=", 1) for word in launched[0].cmd[3:])
     assert run_dir == tmp_path / "run-at-second-0"
     assert settings["trainer.default_local_dir"] == str(run_dir / "checkpoints")
     assert settings["hydra.run.dir"] == str(run_dir / "hydra")

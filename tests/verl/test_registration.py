@@ -15,7 +15,7 @@ from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from agentrl_plugins.errors import AgentRLError
 
-from agentrl_verl.verl_plugin.registration import RegistrationError, check_registration
+from agentrl_verl.registration import RegistrationError, check_registration
 from agentrl_verl.verl_plugin.trainer import AgentRLTrainer
 
 PROBE = """

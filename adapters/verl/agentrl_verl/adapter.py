@@ -9,14 +9,15 @@ from agentrl_plugins.loggers import check_loggers
 from agentrl_plugins.recipe_schema import Recipe
 
 from agentrl_verl.config import describe
-from agentrl_verl.verl_plugin.registration import check_registration
+from agentrl_verl.registration import check_registration
 
 
 class VerlAdapter:
-    def __init__(self):
-        check_registration()
+    """Describing a recipe checks first that ``import verl`` registers agentrl's names; a launch checks it while
+    verl starts (:func:`agentrl_verl.launch.launch`)."""
 
     def describe(self, recipe: Recipe) -> FrameworkConfig:
+        check_registration()
         return describe(recipe)
 
     def run(self, recipe: Recipe, options: RunOptions) -> Path | None:

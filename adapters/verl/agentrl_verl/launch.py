@@ -12,6 +12,7 @@ import os
 import shlex
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from agentrl_verl.config import LaunchPaths, command, hydra_overrides, run_paths
 from agentrl_verl.cpu.overrides import cpu_overrides
 from agentrl_verl.dataset import write_dataset
 from agentrl_verl.final_weights import latest_checkpoint_step
+from agentrl_verl.registration import check_registration
 
 FRAMEWORK = "verl"
 SCRIPT = "main_ppo.sh"
@@ -141,19 +143,39 @@ def print_plan(recipe: Recipe, options: RunOptions) -> None:
     print(f"# 2. verl's own trainer ({variant})\n{launch.shell()}")
 
 
+def check_setup(on_cpu: bool) -> None:
+    """Raise a :class:`~agentrl_verl.registration.RegistrationError` unless ``import verl`` registers
+    agentrl's names and, ``on_cpu``, every CPU workaround fits this verl (in verl's own processes a failure only
+    warns)."""
+    if on_cpu:
+        cpu.activate()
+    check_registration()
+
+
 def launch(recipe: Recipe, options: RunOptions) -> Path | None:
-    """Print the commands (``--dry-run``) or run them; returns the run folder."""
+    """Print the commands (``--dry-run``) or run them; returns the run folder.
+
+    The check that verl has agentrl's names (which imports verl, several seconds) runs beside verl's start-up
+    instead of before it: a failure stops ``main_ppo`` before its first step and is raised."""
     if options.dry_run:
+        check_registration()
         print_plan(recipe, options)
         return None
     if options.resume is not None:
         latest_checkpoint_step(RunDir(options.resume).checkpoints)
     started = prepare(recipe, options)
-    if cpu.PLATFORM_ENV in started.env:
-        cpu.activate()  # here too: verl's plugin loader would only log a VerlChangedError at DEBUG
-    result = subprocess.run([sys.executable, *started.command[1:]], env={**os.environ, **started.env}, check=False)
-    if result.returncode != 0:
-        raise AgentRLError(f"verl's main_ppo exited with status {result.returncode}; run folder {started.run.path}")
+    with ThreadPoolExecutor(1) as pool:
+        checked = pool.submit(check_setup, cpu.PLATFORM_ENV in started.env)
+        trainer = subprocess.Popen([sys.executable, *started.command[1:]], env={**os.environ, **started.env})
+        try:
+            checked.result()
+        except BaseException:
+            trainer.terminate()
+            trainer.wait()
+            raise
+        returncode = trainer.wait()
+    if returncode != 0:
+        raise AgentRLError(f"verl's main_ppo exited with status {returncode}; run folder {started.run.path}")
     if not started.run.report_file.is_file():
         raise AgentRLError(f"verl's main_ppo finished without agentrl's report in {started.run.path}: was "
                            f"{cpu.PLATFORM_ENV} or trainer.v1.trainer_mode changed?")

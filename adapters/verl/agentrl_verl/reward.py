@@ -27,7 +27,7 @@ from agentrl_verl.recipe_file import checked_path
 @functools.cache
 def registered() -> None:
     """Check once per process that verl has agentrl's names (:func:`check_registration`)."""
-    from agentrl_verl.verl_plugin.registration import check_registration
+    from agentrl_verl.registration import check_registration
 
     check_registration()
 

@@ -13,9 +13,6 @@ import importlib.metadata
 import os
 import traceback
 
-from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
-from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY, POLICY_LOSS_REGISTRY
-
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.plugins import get_plugin_manager
 
@@ -32,6 +29,9 @@ class RegistrationError(AgentRLError):
 
 def expected() -> dict[str, tuple[dict, list[str]]]:
     """For each verl registry: the registry and the names agentrl-verl puts in it."""
+    from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
+    from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY, POLICY_LOSS_REGISTRY
+
     manager = get_plugin_manager()
     return {
         "advantage estimator": (ADV_ESTIMATOR_REGISTRY, [estimator_name(e.record.name)
