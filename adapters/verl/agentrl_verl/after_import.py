@@ -38,7 +38,7 @@ class _AfterImportFinder(importlib.abc.MetaPathFinder):
     """First on ``sys.meta_path``: finds watched modules through the other finders and wraps their loaders."""
 
     def __init__(self) -> None:
-        self.pending: dict[str, list[Callback]] = {}
+        self.pending: dict[str, list[tuple[Callback, str]]] = {}
         self.lock = threading.RLock()
 
     def find_spec(self, fullname: str, path: Any, target: ModuleType | None = None) -> Any:
@@ -57,8 +57,8 @@ class _AfterImportFinder(importlib.abc.MetaPathFinder):
     def run(self, module: ModuleType) -> None:
         with self.lock:
             callbacks = self.pending.pop(module.__name__, [])
-        for callback in callbacks:
-            call(callback, module)
+        for callback, name in callbacks:
+            call(callback, module, name)
 
 
 class _CallingLoader(importlib.abc.Loader):
@@ -84,30 +84,31 @@ class _CallingLoader(importlib.abc.Loader):
 _FINDER = _AfterImportFinder()
 
 
-def call(callback: Callback, module: ModuleType) -> None:
-    """Run ``callback(module)``; a failure is recorded and warned about, not raised into the import."""
+def call(callback: Callback, module: ModuleType, name: str) -> None:
+    """Run ``callback(module)``; a failure is recorded (as ``name``) and warned about, not raised into the import."""
     try:
         callback(module)
     except Exception:
-        key = f"{module.__name__}: {getattr(callback, '__qualname__', callback)!s}"
+        key = f"{module.__name__}: {name}"
         FAILURES[key] = traceback.format_exc(limit=-4)
         warnings.warn(f"agentrl-verl: {key} failed after {module.__name__} was imported; agentrl's names it "
                       f"registers are missing in this process:\n{FAILURES[key]}", DeferredRegistrationWarning,
                       stacklevel=2)
 
 
-def after_import(module: str, callback: Callback) -> None:
+def after_import(module: str, callback: Callback, name: str | None = None) -> None:
     """Call ``callback(module)`` once ``module`` has finished importing, or at once if it is imported already
-    (verl loads its plugins before any of its submodules, so the modules watched here are never half-imported)."""
+    (verl loads its plugins before any of its submodules, so the modules watched here are never half-imported).
+    ``name`` (by default the callback's) names it in a failure."""
+    name = name or getattr(callback, "__qualname__", repr(callback))
     with _FINDER.lock:
         loaded = sys.modules.get(module)
         if loaded is None:
             if _FINDER not in sys.meta_path:
                 sys.meta_path.insert(0, _FINDER)
-            _FINDER.pending.setdefault(module, []).append(callback)
+            _FINDER.pending.setdefault(module, []).append((callback, name))
             return
-    call(callback, loaded)
-
+    call(callback, loaded, name)
 
 
 def import_awaited() -> None:

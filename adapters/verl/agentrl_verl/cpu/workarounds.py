@@ -240,7 +240,7 @@ def apply_workarounds() -> dict[str, bool]:
     applied so far changed verl."""
     applied: dict[str, bool] = {}
     for workaround, module in WORKAROUNDS.items():
-        after_import(module, functools.partial(record, applied, workaround))
+        after_import(module, functools.partial(record, applied, workaround), name=workaround.__name__)
     return applied
 
 

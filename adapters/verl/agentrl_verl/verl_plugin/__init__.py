@@ -11,6 +11,7 @@ verl or this package is imported first, verl finishes initialising (and its plug
 mid-import, harmlessly) before anything below waits for its parts.
 """
 
+import functools
 import importlib
 from types import ModuleType
 
@@ -29,19 +30,14 @@ REGISTRATIONS = {
 """verl's module, and the modules of agentrl-verl that register into it when imported."""
 
 
-def importer(modules: tuple[str, ...]):
-    """A function that imports ``modules`` (each registers on import; one already importing is left to finish)."""
-
-    def register(_: ModuleType) -> None:
-        for module in modules:
-            importlib.import_module(module)
-
-    register.__qualname__ = f"import {', '.join(modules)}"
-    return register
+def import_modules(modules: tuple[str, ...], _: ModuleType) -> None:
+    """Import ``modules``: each registers on import (one already importing is left to finish)."""
+    for module in modules:
+        importlib.import_module(module)
 
 
 CPU_WORKAROUNDS = cpu.activate() if cpu.requested() else {}
 for _verl_module, _modules in REGISTRATIONS.items():
-    after_import(_verl_module, importer(_modules))
+    after_import(_verl_module, functools.partial(import_modules, _modules), name=f"import {', '.join(_modules)}")
 
 __all__ = ["CPU_WORKAROUNDS", "REGISTRATIONS"]
