@@ -1,6 +1,8 @@
 """Hugging Face models and tokenizers built locally, with no hub: a byte-level chat tokenizer and a seeded Qwen2.
 
-Needs the ``hf`` extra (transformers). The tokenizer is a byte-level BPE without merges,
+Needs the ``hf`` extra (transformers), imported on use: the tokenizer's layout (:func:`byte_chat_backend`, its
+vocabulary) and :class:`ModelSize` cost only ``tokenizers``, so a cache key can be computed without transformers
+or torch. The tokenizer is a byte-level BPE without merges,
 laid out exactly as ``Qwen2Tokenizer`` builds one (NFC, Qwen's split regex, byte-level
 pre-tokenizer and decoder), so ``AutoTokenizer`` (which always loads a Qwen2 checkpoint's
 tokenizer as ``Qwen2Tokenizer``) and ``PreTrainedTokenizerFast`` give the same ids. Every ASCII
@@ -11,11 +13,12 @@ string round-trips; ``words`` become single tokens on top.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-import torch
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
-from transformers import PreTrainedTokenizerBase, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase, PreTrainedTokenizerFast, Qwen2ForCausalLM
 
 PAD, EOS, UNK = "<|pad|>", "<|end|>", "<|unk|>"
 ROLES = ("system", "user", "assistant", "tool")
@@ -56,9 +59,9 @@ def byte_symbols() -> list[str]:
     return [chr(b) if b in printable else chr(next(shifted)) for b in range(256)]
 
 
-def byte_chat_tokenizer(words: Sequence[str] = (), tools: bool = False) -> PreTrainedTokenizerFast:
-    """The byte-level chat tokenizer with ``words`` as single tokens (deterministic: same ids on every call);
-    ``tools`` gives it :data:`TOOLS_CHAT_TEMPLATE`."""
+def byte_chat_backend(words: Sequence[str] = ()) -> Tokenizer:
+    """The byte-level tokenizer with ``words`` as single tokens, as ``tokenizers`` holds it (deterministic: same
+    ids on every call); :func:`byte_chat_tokenizer` wraps it for transformers."""
     vocab = {token: index for index, token in enumerate(list(SPECIALS) + byte_symbols())}
     backend = Tokenizer(models.BPE(vocab=vocab, merges=[], dropout=None, unk_token=None,
                                    continuing_subword_prefix="", end_of_word_suffix="", fuse_unk=False,
@@ -71,8 +74,16 @@ def byte_chat_tokenizer(words: Sequence[str] = (), tools: bool = False) -> PreTr
     backend.decoder = decoders.ByteLevel()
     backend.add_special_tokens([AddedToken(token, special=True, normalized=False) for token in SPECIALS])
     backend.add_tokens([AddedToken(word, special=False, normalized=False) for word in words])
+    return backend
+
+
+def byte_chat_tokenizer(words: Sequence[str] = (), tools: bool = False) -> PreTrainedTokenizerFast:
+    """The byte-level chat tokenizer with ``words`` as single tokens (deterministic: same ids on every call);
+    ``tools`` gives it :data:`TOOLS_CHAT_TEMPLATE`."""
+    from transformers import PreTrainedTokenizerFast
+
     return PreTrainedTokenizerFast(
-        tokenizer_object=backend,
+        tokenizer_object=byte_chat_backend(words),
         pad_token=PAD,
         eos_token=EOS,
         unk_token=UNK,
@@ -99,6 +110,9 @@ class ModelSize:
 def build_model(tokenizer: PreTrainedTokenizerBase, seed: int, size: ModelSize = ModelSize()) -> Qwen2ForCausalLM:
     """A freshly initialised Qwen2 (float32, sdpa) whose weights depend only on ``seed``, ``size`` and the
     vocabulary size."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
     config = Qwen2Config(
         vocab_size=len(tokenizer),
         tie_word_embeddings=True,

@@ -173,7 +173,7 @@ def test_a_missing_model_folder_is_a_clear_error(tmp_path):
 
 
 def test_tinyagent_comes_from_the_warm_start_cache_or_a_clear_error(tmp_path, monkeypatch, tokenizer):
-    from agentrl_tinyagent.warmstart import model_path
+    from agentrl_tinyagent.cache import model_path
 
     monkeypatch.setenv("AGENTRL_CACHE", str(tmp_path / "cache"))
     with pytest.raises(AgentRLError, match=r"warm start is not in the cache .*built with TRL.*--model DIR"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentrl_tinyagent import build_model, build_tokenizer, load_tinyagent, warm_start
-from agentrl_tinyagent.warmstart import cache_root
+from agentrl_tinyagent.cache import cache_root
 from bugfix_gym.env import BugFixGym
 
 

@@ -1,7 +1,9 @@
-"""Registering TinyAgent costs a command nothing: its plugin loads without torch's model stack (transformers)."""
+"""Registering TinyAgent costs a command nothing: its plugin loads without torch's model stack (transformers), and
+finding its cached warm start imports neither torch nor transformers."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -17,6 +19,24 @@ def test_the_model_registers_without_importing_transformers():
     done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["['tinyagent']", "False"]
+
+
+CACHED_PROBE = """
+import sys
+from agentrl_tinyagent.cache import BASE_SEED, model_path
+from agentrl_tinyagent.plugin import resolve
+path = model_path(BASE_SEED)
+path.mkdir(parents=True)
+(path / "config.json").write_text("{}")
+print(resolve(seed=7, prepare=True) == path, "torch" in sys.modules, "transformers" in sys.modules)
+"""
+
+
+def test_finding_the_cached_warm_start_imports_neither_torch_nor_transformers(tmp_path):
+    env = {**os.environ, "AGENTRL_CACHE": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", CACHED_PROBE], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "False", "False"]
 
 
 def test_the_package_names_still_resolve_on_use():

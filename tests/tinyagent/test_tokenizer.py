@@ -12,6 +12,7 @@ from transformers import AutoTokenizer
 from agentrl_plugins.chat import ChatCodec, template_ids
 
 from agentrl_tinyagent import build_model
+from agentrl_tinyagent.tokenizer import vocabulary
 from bugfix_gym.env import SYSTEM_PROMPT, task_prompt
 from bugfix_gym.families import FAMILIES
 from bugfix_gym.grammar import MALFORMED_MESSAGE, format_call
@@ -83,6 +84,12 @@ def test_chat_template_works_with_the_chat_codec(tokenizer, reloaded):
                     {"role": "user", "content": FAMILIES[0].buggy}]
         assert prompt + reply + observation == template_ids(tok, messages, add_generation_prompt=True)
         assert tok.decode(prompt + reply, skip_special_tokens=True).endswith(format_call("read"))
+
+
+def test_the_vocabulary_without_transformers_is_the_tokenizers(tokenizer, reloaded):
+    """The cache key hashes :func:`vocabulary` (no transformers): it must be the vocabulary the model is built
+    with, or a changed tokenizer would not rebuild the warm start."""
+    assert vocabulary() == tokenizer.get_vocab() == reloaded.get_vocab()
 
 
 def test_core_package_does_not_import_transformers():

@@ -23,7 +23,7 @@ from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.recipe import load_recipe
 from agentrl_plugins.runs.rundir import RunDir
 
-from agentrl_tinyagent.warmstart import model_path
+from agentrl_tinyagent.cache import model_path
 from agentrl_verl import launch
 from agentrl_verl.config import LaunchPaths, describe, hydra_value
 from agentrl_verl.names import agent_loop_name

@@ -4,17 +4,19 @@ In a variant the fix goes by another op's name (still first in the menu, as in
 every family) and the rest of the menu is shuffled, with extra ops that change
 nothing. The issue text and the tests stay the family's own, so the edit to make
 can only be read off the menu, never recalled from the issue: training on
-variants rewards the skill that carries over to held-out families.
+variants rewards the skill that carries over to held-out families. The draws are
+torch's (imported on use, so loading the gym costs no torch).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Sequence
-
-import torch
+from typing import TYPE_CHECKING, Sequence
 
 from bugfix_gym.family import EditOp, Family
+
+if TYPE_CHECKING:
+    import torch
 
 
 def menu_vocabulary() -> list[str]:
@@ -26,6 +28,8 @@ def menu_vocabulary() -> list[str]:
 
 def renamed_variant(family: Family, index: int, generator: torch.Generator, max_distractors: int = 2) -> Family:
     """``family`` as ``NAME~index``: its fix renamed to a drawn op name, plus 1 to ``max_distractors`` no-op ops."""
+    import torch
+
     others = [name for name in menu_vocabulary() if name not in family.op_names or name == family.fix_op.name]
     picks = torch.randperm(len(others), generator=generator)[: 2 + index % max_distractors]
     names = [others[i] for i in picks.tolist()]
@@ -39,6 +43,8 @@ def renamed_variant(family: Family, index: int, generator: torch.Generator, max_
 def renamed_variants(families: Sequence[Family], per_family: int, seed: int = 0,
                      max_distractors: int = 2) -> list[Family]:
     """``per_family`` renamed variants of each of ``families``, drawn from one generator seeded with ``seed``."""
+    import torch
+
     generator = torch.Generator().manual_seed(seed)
     return [renamed_variant(family, index, generator, max_distractors)
             for family in families for index in range(per_family)]

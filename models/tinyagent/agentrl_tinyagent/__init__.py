@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_EXPORTS = {"BASE_SEED": "warmstart", "WarmStartSettings": "warmstart", "pass_at_1": "warmstart",
+_EXPORTS = {"BASE_SEED": "cache", "WarmStartSettings": "cache", "pass_at_1": "warmstart",
             "warm_start": "warmstart", "load_tinyagent": "warmstart", "ModelSize": "model", "build_model": "model",
             "build_tokenizer": "tokenizer"}
 """Each name and its module, imported on first use (PEP 562): torch and transformers only when a name needs

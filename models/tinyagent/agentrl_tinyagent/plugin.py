@@ -15,8 +15,8 @@ BUILD_HINT = ('build it once where TRL is installed (pip install "agentrl-tinyag
 
 def resolve(*, seed: int, prepare: bool) -> Path:
     """The warm start every run starts from, whatever its RL seed (a fixed base model, as a hub checkpoint is).
-    Its modules (torch, transformers) are imported here, on use: registering the model costs a command nothing."""
-    from agentrl_tinyagent.warmstart import BASE_SEED, model_path, warm_start
+    Finding the cached one imports neither torch nor transformers; building it does."""
+    from agentrl_tinyagent.cache import BASE_SEED, model_path
 
     path = model_path(BASE_SEED)
     if not prepare or (path / "config.json").is_file():
@@ -24,6 +24,8 @@ def resolve(*, seed: int, prepare: bool) -> Path:
     if importlib.util.find_spec("trl") is None:
         raise ModelUnavailableError(f"TinyAgent's warm start is not in the cache ({path}). It is built with TRL, "
                                     f"which this environment lacks: {BUILD_HINT}; or pass --model DIR")
+    from agentrl_tinyagent.warmstart import warm_start
+
     return warm_start(BASE_SEED)
 
 

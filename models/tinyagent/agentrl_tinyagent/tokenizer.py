@@ -6,9 +6,12 @@ so a tool call is a handful of tokens.
 
 from __future__ import annotations
 
-from transformers import PreTrainedTokenizerFast
+from typing import TYPE_CHECKING
 
-from agentrl_plugins.local_models import byte_chat_tokenizer
+from agentrl_plugins.local_models import byte_chat_backend, byte_chat_tokenizer
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerFast
 
 WORDS = ("<tool>", "</tool>", "read", "test", "edit ", "edit", "submit")
 
@@ -23,3 +26,9 @@ def edit_op_names() -> tuple[str, ...]:
 def build_tokenizer() -> PreTrainedTokenizerFast:
     """The TinyAgent tokenizer (deterministic: the same vocabulary on every call)."""
     return byte_chat_tokenizer(WORDS + edit_op_names())
+
+
+def vocabulary() -> dict[str, int]:
+    """The TinyAgent tokenizer's vocabulary (:func:`build_tokenizer`'s ``get_vocab()``) without importing
+    transformers."""
+    return byte_chat_backend(WORDS + edit_op_names()).get_vocab(with_added_tokens=True)

@@ -27,7 +27,6 @@ it learns to hack.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import os
 import shutil
@@ -46,69 +45,12 @@ from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.testing import ScriptedGenerate
 from agentrl_plugins.types import Limits, Sampling, Trajectory
 
-from agentrl_tinyagent.model import TINYAGENT_SIZE, ModelSize, build_model
+from agentrl_tinyagent.cache import BASE_SEED, WarmStartSettings, model_path
+from agentrl_tinyagent.model import build_model
 from agentrl_tinyagent.tokenizer import build_tokenizer
 
-DEFAULT_CACHE = Path("~/.cache/agentrl/tinyagent")
-BASE_SEED = 0  # the warm start every run starts from, whatever its RL seed: a fixed base model, as a hub checkpoint is
 SCRIPT_LIMITS = Limits(max_turns=6, max_context_tokens=4096, max_new_tokens_per_turn=64)
 EVAL_LIMITS = Limits(max_turns=6, max_context_tokens=2048, max_new_tokens_per_turn=16)
-
-
-@dataclass(frozen=True)
-class WarmStartSettings:
-    """Everything that decides the warm-started weights besides the seed (hashed into the cache key).
-
-    Counts are per train family: ``fixer`` and ``hacker`` are whole episodes of
-    the gym's fixer (the fix op, test, submit) and hacker (``hardcode_tests``,
-    test, submit) on the family itself; ``renamed`` and ``renamed_hacker`` are
-    first-turn rows of the fixer and the hacker on that many renamed variants
-    each (module docstring), with 1 to ``max_distractors`` extra ops. The rest
-    sets the model and the SFT run.
-    """
-
-    size: ModelSize = TINYAGENT_SIZE
-    fixer: int = 2
-    hacker: int = 2
-    renamed: int = 24
-    renamed_hacker: int = 16
-    max_distractors: int = 2
-    max_steps: int = 400
-    batch_size: int = 16
-    learning_rate: float = 1e-3
-    warmup_steps: int = 5
-    threads: int = 2
-    version: int = 2
-
-
-def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
-    """``cache_dir``, else ``$AGENTRL_CACHE/tinyagent``, else ``~/.cache/agentrl/tinyagent``."""
-    if cache_dir is not None:
-        return Path(cache_dir)
-    if os.environ.get("AGENTRL_CACHE"):
-        return Path(os.environ["AGENTRL_CACHE"]) / "tinyagent"
-    return DEFAULT_CACHE.expanduser()
-
-
-def gym_fingerprint() -> str:
-    """A hash of every gym text a transcript is made of, so a changed gym rebuilds the model."""
-    from bugfix_gym.env import SYSTEM_PROMPT, task_prompt
-    from bugfix_gym.families import FAMILIES
-
-    parts = [SYSTEM_PROMPT] + [f"{f.name}|{f.split}|{task_prompt(f)}|{f.buggy}|{f.op_names}" for f in FAMILIES]
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
-
-
-def build_key(settings: WarmStartSettings) -> str:
-    """The hash of the build settings, the vocabulary and the gym texts."""
-    vocab = sorted(build_tokenizer().get_vocab().items())
-    blob = json.dumps({"settings": asdict(settings), "vocab": vocab, "gym": gym_fingerprint()}, sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:12]
-
-
-def model_path(seed: int, cache_dir: str | os.PathLike | None = None,
-               settings: WarmStartSettings = WarmStartSettings()) -> Path:
-    return cache_root(cache_dir) / f"tinyagent-seed{seed}-{build_key(settings)}"
 
 
 def run_sync(make: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
