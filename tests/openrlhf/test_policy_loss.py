@@ -107,6 +107,28 @@ def test_an_optimizer_step_of_two_micro_batches_is_the_core_loss_of_the_whole_ba
     assert step.item() == pytest.approx(core_loss(recipe, inputs).item(), abs=1e-6)
 
 
+@pytest.mark.parametrize("aggregation", AGGREGATIONS[:4])
+def test_denominators_given_as_numbers_give_what_tensors_give(use_recipe, monkeypatch, aggregation):
+    """OpenRLHF passes the step's counts as tensors or, with dynamic batches, as floats; an empty step as either
+    is a zero loss (in the injected loss: a correction OpenRLHF lacks makes sure it is the one)."""
+    recipe = use_recipe({"correction.name": "sequence_tis", "correction.cap": 1.5, "loss.aggregation": aggregation,
+                         "loss.norm_constant": 64})
+    assert plan(recipe).policy_loss
+    loss_fn = openrlhf_loss(recipe, monkeypatch)
+    inputs = batch()
+    norm = _optimizer_step_loss_norm([inputs["action_mask"][:2], inputs["action_mask"][2:]], None, 1, 2)
+    counts = [key for key, value in norm.items() if isinstance(value, torch.Tensor)]
+    assert sorted(counts) == ["batch_num_tokens", "global_batch_size"]
+    numbers = {**norm, **{key: float(norm[key]) for key in counts}}
+    half = {k: v[:2] for k, v in inputs.items()}
+    as_tensors, as_numbers = loss_fn(**half, **norm)[0], loss_fn(**half, **numbers)[0]
+    assert as_numbers.item() == pytest.approx(as_tensors.item(), rel=1e-12)
+    assert torch.allclose(value_and_grad(as_numbers, inputs)[1], value_and_grad(as_tensors, inputs)[1], rtol=1e-12)
+    empty = {**inputs, "action_mask": torch.zeros(4, 6, dtype=torch.bool)}
+    loss, grad = value_and_grad(loss_fn(**empty, **{**norm, **{key: 0.0 for key in counts}})[0], inputs)
+    assert loss == 0.0 and torch.equal(grad, torch.zeros_like(grad))
+
+
 def test_dual_clip_is_native_and_equal(use_recipe, monkeypatch):
     recipe = use_recipe({"loss.clip_c": 1.5, "loss.aggregation": "token-mean"})
     assert not plan(recipe).policy_loss

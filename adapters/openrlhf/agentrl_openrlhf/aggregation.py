@@ -21,10 +21,13 @@ from agentrl_plugins.recipe_schema import LossSection
 Count = Tensor | float | None
 
 
-def _per(total: Tensor, count: Tensor | float) -> Tensor:
-    """``total / count``, and 0 when the step has no loss token at all (``total`` is then 0 too)."""
+def _per(total: Tensor, count: Tensor | float, dp_size: int) -> Tensor:
+    """``total / count * dp_size``, and 0 when the step has no loss token at all (``total`` is then 0 too). A
+    number ``count`` (what OpenRLHF passes) folds into one multiplication, as OpenRLHF's own division costs."""
+    if not isinstance(count, Tensor):
+        return total * (dp_size / count if count > 0 else 0.0)
     count = torch.as_tensor(count, dtype=total.dtype, device=total.device)
-    return total / torch.where(count > 0, count, 1.0)
+    return total / torch.where(count > 0, count, 1.0) * dp_size
 
 
 def step_loss(per_token_loss: Tensor, mask: Tensor, loss: LossSection, dp_size: int = 1,
@@ -38,11 +41,11 @@ def step_loss(per_token_loss: Tensor, mask: Tensor, loss: LossSection, dp_size: 
     if mode == "token-sum":
         return aggregate_loss(per_token_loss, mask, mode) * dp_size
     if mode == "token-mean" and batch_num_tokens is not None:
-        return _per(aggregate_loss(per_token_loss, mask, "token-sum"), batch_num_tokens) * dp_size
+        return _per(aggregate_loss(per_token_loss, mask, "token-sum"), batch_num_tokens, dp_size)
     if mode == "seq-mean-token-mean" and global_batch_size is not None:
         rows = (mask.sum(dim=-1) > 0).sum()
-        return _per(aggregate_loss(per_token_loss, mask, mode) * rows, global_batch_size) * dp_size
+        return _per(aggregate_loss(per_token_loss, mask, mode) * rows, global_batch_size, dp_size)
     if mode in ("seq-mean-token-sum", "seq-mean-token-sum-norm") and global_batch_size is not None:
-        total = _per(aggregate_loss(per_token_loss, mask, "token-sum"), global_batch_size) * dp_size
+        total = _per(aggregate_loss(per_token_loss, mask, "token-sum"), global_batch_size, dp_size)
         return total / loss.norm_constant if mode == "seq-mean-token-sum-norm" else total
     return aggregate_loss(per_token_loss, mask, mode, norm_constant=loss.norm_constant)
