@@ -46,7 +46,9 @@ def test_a_weight_update_changes_what_is_served_and_a_wrong_state_is_refused(ser
     prompt = tokenizer.encode("read the file")
     greedy = {"temperature": 0.0, "top_p": 1.0, "top_k": -1, "max_tokens": 8}
     before = generate_all(server, [prompt], greedy)[0]
-    state = {name: torch.randn_like(tensor) for name, tensor in server.model.state_dict().items()}
+    noise = torch.Generator().manual_seed(0)  # weights one update away, not N(0, 1) everywhere (float32-sane logits)
+    state = {name: tensor + 0.05 * torch.randn(tensor.shape, generator=noise)
+             for name, tensor in server.model.state_dict().items()}
     assert server.update_weights(state, global_steps=3) == 1
     after = generate_all(server, [prompt], greedy)[0]
     assert after.log_probs != before.log_probs and after.extra_fields["global_steps"] == 3
