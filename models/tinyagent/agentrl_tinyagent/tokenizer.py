@@ -16,19 +16,20 @@ if TYPE_CHECKING:
 WORDS = ("<tool>", "</tool>", "read", "test", "edit ", "edit", "submit")
 
 
-def edit_op_names() -> tuple[str, ...]:
-    """Every edit-op name of every BugFix family, in first-seen order."""
+def token_words() -> tuple[str, ...]:
+    """The words that are single tokens: the tool grammar's, then every edit-op name of every BugFix family in
+    first-seen order."""
     from bugfix_gym.families import FAMILIES
 
-    return tuple(dict.fromkeys(name for family in FAMILIES for name in family.op_names))
+    return WORDS + tuple(dict.fromkeys(name for family in FAMILIES for name in family.op_names))
 
 
 def build_tokenizer() -> PreTrainedTokenizerFast:
     """The TinyAgent tokenizer (deterministic: the same vocabulary on every call)."""
-    return byte_chat_tokenizer(WORDS + edit_op_names())
+    return byte_chat_tokenizer(token_words())
 
 
 def vocabulary() -> dict[str, int]:
     """The TinyAgent tokenizer's vocabulary (:func:`build_tokenizer`'s ``get_vocab()``) without importing
     transformers."""
-    return byte_chat_backend(WORDS + edit_op_names()).get_vocab(with_added_tokens=True)
+    return byte_chat_backend(token_words()).get_vocab(with_added_tokens=True)
