@@ -114,10 +114,9 @@ def timed_run(folder: Path, framework: str, steps: int) -> dict[str, Any]:
     if proc.returncode != 0 or first_row is None:
         raise SystemExit(f"{label} failed (exit {proc.returncode}), see {log}:\n{log.read_text()[-3000:]}")
     rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
-    wall = time.monotonic() - started
-    print(f"[{label}] {wall:.0f} s", file=sys.stderr, flush=True)
+    print(f"[{label}] {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
     return {"step_seconds": [row["seconds"] for row in rows if row["step"] > 0],
-            "startup_s": first_row - (rows[0]["eval_seconds"] or 0.0), "wall_s": wall}
+            "startup_s": first_row - (rows[0]["eval_seconds"] or 0.0)}
 
 
 def step_seconds(out: Path, steps: int, rounds: int) -> dict[str, Any]:
@@ -203,6 +202,8 @@ def main() -> None:
                         help="runs of each framework for the s/step figures, the frameworks in turn each round")
     parser.add_argument("--sandbox-seconds", type=float, default=20.0)
     args = parser.parse_args()
+    if args.rounds < 1 or args.steps < 1:
+        parser.error(f"--rounds and --steps must be at least 1, got {args.rounds} and {args.steps}")
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     measures: dict[str, Callable[[], Any]] = {
