@@ -150,6 +150,28 @@ def test_each_run_has_its_own_empty_temp(sandbox):
         assert sandbox.run(look, "f", [Case((), ([], []))]).passed
 
 
+# Kernel objects that outlive the process that made them: each is planted by one run and looked for by the next.
+IPC_OBJECTS = {
+    "sysv_shared_memory": ("libc.shmget(KEY, 1 << 20, 0o1666)", "libc.shmget(KEY, 0, 0)"),
+    "sysv_message_queue": ("libc.msgget(KEY, 0o1666)", "libc.msgget(KEY, 0)"),
+    "sysv_semaphore": ("libc.semget(KEY, 1, 0o1666)", "libc.semget(KEY, 1, 0)"),
+    "posix_message_queue": ("libc.mq_open(b'/agentrl-plant', 0o102, 0o666, None)",  # O_RDWR | O_CREAT
+                            "libc.mq_open(b'/agentrl-plant', 0o2, 0, None)"),
+}
+
+
+@pytest.mark.parametrize("kind", IPC_OBJECTS)
+def test_no_ipc_object_outlives_its_run(kind):
+    """One worker serves both runs, as one episode's submit and a later episode's test would be served."""
+    plant, look = IPC_OBJECTS[kind]
+    header = "import ctypes\nKEY = 0x5eed\ndef f():\n    libc = ctypes.CDLL(None, use_errno=True)\n"
+    planted = header + f"    return {plant} >= 0, ctypes.get_errno()\n"
+    looked = header + f"    return {look}, ctypes.get_errno()\n"
+    with Sandbox(workers=1, timeout_s=2.0, strict=True) as box:
+        assert box.run(planted, "f", [Case((), (True, 0))]).passed
+        assert box.run(looked, "f", [Case((), (-1, 2))]).passed  # ENOENT: the next run finds nothing
+
+
 def test_host_sockets_are_unreachable(sandbox):
     folder = tempfile.mkdtemp()
     path = os.path.join(folder, "host.sock")

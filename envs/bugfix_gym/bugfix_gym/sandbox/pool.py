@@ -42,7 +42,8 @@ from bugfix_gym.sandbox.worker import (
 LAYERS = {
     "view": "a bubblewrap view: read-only system and Python, no installed package, host file or host socket",
     "network": "an empty network namespace",
-    "run_namespaces": "per-run user, PID and mount namespaces: nothing outlives a run, no run can signal another",
+    "run_namespaces": "per-run user, PID, mount and IPC namespaces: nothing outlives a run, no run can signal another "
+                      "or read what another left",
     "private_tmp": "a private empty /tmp and /dev/shm per run, and /proc hidden",
     "seccomp": "a seccomp filter: no new process or program, namespace, mount, ptrace, bpf, io_uring or keyring",
 }

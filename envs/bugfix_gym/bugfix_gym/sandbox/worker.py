@@ -4,7 +4,7 @@ Started by the pool as ``python -I -S worker.py TIMEOUT_S MEMORY_MB CPU_S SOCKET
 inside the view of :mod:`bugfix_gym.sandbox.view` where bubblewrap runs. Imports only the standard library
 and pyseccomp (from ``LIB_DIR``). Per run, before the request arrives::
 
-    worker ── init: cloned as PID 1 of new user, PID and mount namespaces, with a private empty /tmp;
+    worker ── init: cloned as PID 1 of new user, PID, mount and IPC namespaces, with a private empty /tmp;
                     holds the candidate to the wall clock and reports how it ended
                  └─ candidate: rlimits, no new privileges, seccomp; then receives the request
 
@@ -12,8 +12,9 @@ The worker hands the pool the prepared candidate's channel; the pool sends the r
 candidate gets the case arguments only, never the expected values, and writes one JSON record per case to a
 memfd of the pool's: its return value as plain data (:func:`encode`), or the exception it raised. The pool,
 not the candidate, compares. The run's init holds the candidate to the wall clock; when init ends, the
-kernel kills whatever is left in the run's PID namespace: nothing outlives a run, and no run can name, let
-alone signal, another's processes.
+kernel kills whatever is left in the run's PID namespace, and its IPC namespace (SysV shared memory,
+semaphores and message queues, POSIX message queues) goes with its last process: nothing outlives a run, and
+no run can name, let alone signal, another's processes or read what another left.
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ RUN_LAYERS = frozenset({"run_namespaces", "private_tmp", "seccomp"})
 READY_S = 10.0  # how long the worker waits for a prepared run to report ready
 BACKSTOP_S = 0.5  # past the wall clock, how long the worker waits for a run's init before killing it
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_CHILD_SUBREAPER, _PR_SET_NO_NEW_PRIVS = 1, 4, 36, 38
-_CLONE_NEWNS, _CLONE_NEWUSER, _CLONE_NEWPID, _CLONE_NEWNET = 0x20000, 0x10000000, 0x20000000, 0x40000000
+_CLONE_NEWNS, _CLONE_NEWIPC, _CLONE_NEWUSER, _CLONE_NEWPID, _CLONE_NEWNET = (
+    0x20000, 0x8000000, 0x10000000, 0x20000000, 0x40000000)
 _CLONE_THREAD = 0x10000
 _NAMESPACE_FLAGS = (0x20000, 0x2000000, 0x4000000, 0x8000000, 0x10000000, 0x20000000, 0x40000000, 0x80)
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV = 1, 2, 4
@@ -294,17 +296,17 @@ class _Run:
 
 
 def _start_init(namespaces: bool) -> tuple[int, str]:
-    """Fork the run's init, as PID 1 of new user, PID and mount namespaces where asked and possible: like
+    """Fork the run's init, as PID 1 of new user, PID, mount and IPC namespaces where asked and possible: like
     ``os.fork`` (0 in the child), plus why there are no namespaces, if so. One clone: no process in between."""
     if not namespaces:
         return os.fork(), ""
     if _SYS_CLONE is None:
         return os.fork(), f"no clone syscall number known for {os.uname().machine}"
-    flags = _CLONE_NEWUSER | _CLONE_NEWPID | _CLONE_NEWNS | signal.SIGCHLD
+    flags = _CLONE_NEWUSER | _CLONE_NEWPID | _CLONE_NEWNS | _CLONE_NEWIPC | signal.SIGCHLD
     pid = _PYLIBC.syscall(_SYS_CLONE, flags, 0, 0, 0, 0)  # the child starts as a copy, as after fork
     if pid >= 0:
         return pid, ""
-    why = _errno_text("clone(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS)")
+    why = _errno_text("clone(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC)")
     return os.fork(), why
 
 
