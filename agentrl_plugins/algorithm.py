@@ -144,10 +144,12 @@ class RecipeAlgorithm:
         return algorithm
 
     def valid(self, terminations: Sequence[str]) -> Tensor:
-        """True for trajectories that stay in the loss after compact filtering."""
+        """True for trajectories that stay in the loss after compact filtering; an episode that ended in ``error``
+        (the environment, its sandbox or a plugin failed) has no verdict and never does, whatever the filtering."""
+        judged = torch.tensor([termination != "error" for termination in terminations], dtype=torch.bool)
         if not self.recipe.filtering.compact:
-            return torch.ones(len(terminations), dtype=torch.bool)
-        return compact_filter(terminations, self.recipe.filtering.reasons)
+            return judged
+        return compact_filter(terminations, self.recipe.filtering.reasons) & judged
 
     def advantages(self, rewards: Tensor, group_ids: Tensor, terminations: Sequence[str],
                    batch: TurnBatch | None = None) -> Advantages:

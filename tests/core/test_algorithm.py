@@ -37,6 +37,14 @@ def test_grpo_recipe_does_not_filter():
     assert result.valid.all() and result.values[0] > 0 > result.values[1]
 
 
+def test_an_episode_without_a_verdict_never_enters_the_loss_whatever_the_filtering():
+    terminations = ["submitted", "error", "max_turns", "submitted"]
+    rewards, groups = torch.tensor([1.0, 0.0, 0.0, 0.0]), torch.zeros(4, dtype=torch.long)
+    assert algorithm("grpo").advantages(rewards, groups, terminations).valid.tolist() == [True, False, True, True]
+    assert algorithm("deepswe_grpopp").valid(terminations).tolist() == [True, False, False, True]
+    assert algorithm("dapo").valid(terminations).tolist() == [True, False, True, True]  # reasons: max_context only
+
+
 def test_correction_receives_the_recipe_parameters():
     learner = torch.tensor([[math.log(3.0), 0.0]])
     sampler = torch.zeros(1, 2)

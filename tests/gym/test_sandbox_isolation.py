@@ -297,3 +297,47 @@ def test_transient_results_are_not_cached_by_the_gym():
         assert first.status == "timeout" and not first.transient and first is second
     finally:
         gym.close()
+
+
+def test_a_busy_sandbox_never_fails_a_correct_fix():
+    """More concurrent verdicts than workers, behind a candidate that holds the one worker for its whole clock:
+    each waits, is retried, and scores the correct clamp 1.0."""
+    from bugfix_gym.env import BugFixGym, Submission
+    from bugfix_gym.verifiers import hidden_tests
+
+    gym = BugFixGym(timeout_s=1.0, workers=1, sandbox_wait_s=0.4)
+    family = gym.family("clamp")
+    rewards: list[float] = []
+    try:
+        holder = threading.Thread(target=gym.run_tests, args=("def f():\n    while True:\n        pass\n", "f", CALL))
+        holder.start()
+        time.sleep(0.1)
+        callers = [threading.Thread(target=lambda: rewards.append(hidden_tests(Submission(family, family.fixed, True,
+                                                                                          gym.run_tests)).reward))
+                   for _ in range(6)]
+        for thread in callers:
+            thread.start()
+        for thread in [holder, *callers]:
+            thread.join()
+    finally:
+        gym.close()
+    assert rewards == [1.0] * 6
+
+
+def test_a_sandbox_busy_in_every_attempt_is_an_environment_error_not_a_verdict():
+    from agentrl_plugins.errors import AgentRLError
+
+    from bugfix_gym.env import SANDBOX_ATTEMPTS, BugFixGym, SandboxBusyError
+
+    gym = BugFixGym(timeout_s=3.0, workers=1, sandbox_wait_s=0.2)
+    try:
+        holder = threading.Thread(target=gym.run_tests, args=("import time\ndef f():\n    time.sleep(2)\n", "f", CALL))
+        holder.start()
+        time.sleep(0.1)
+        with pytest.raises(SandboxBusyError, match=f"in {SANDBOX_ATTEMPTS} attempts .*no verdict") as raised:
+            gym.run_tests("def f():\n    return None\n", "f", CALL)
+        holder.join()
+        assert isinstance(raised.value, AgentRLError)
+        assert gym.run_tests("def f():\n    return None\n", "f", CALL).passed  # nothing cached from the busy call
+    finally:
+        gym.close()

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from agentrl_plugins.environment import ScriptedEpisode, StepResult
-from agentrl_plugins.errors import UnknownNameError
+from agentrl_plugins.errors import AgentRLError, UnknownNameError
 from agentrl_plugins.types import REDUNDANT_SIGNAL, Task
 
 from bugfix_gym.families import FAMILIES
@@ -31,6 +31,12 @@ FREE_FORM_SYSTEM_PROMPT = (
     "replaces the function with your code."
 )
 TestRunner = Callable[[str, str, Sequence[TestCase]], RunResult]
+SANDBOX_ATTEMPTS = 3  # a transient result (a busy or unavailable sandbox) is retried up to this many runs in all
+
+
+class SandboxBusyError(AgentRLError):
+    """No sandbox worker could run the code in any attempt: the episode has no verdict (an environment error),
+    never a failing one."""
 
 
 @dataclass(frozen=True)
@@ -166,11 +172,13 @@ class BugFixGym:
     ``strict_sandbox`` (on with ``free_form`` unless set) refuses to run code where a sandbox layer is missing.
     ``turn_signals`` makes every step measure the share of public tests passing (:data:`PASS_SIGNAL`), the
     potential of potential-based shaping; state keys (the source) come with every step regardless.
+    ``sandbox_wait_s`` is how long one attempt waits for a free sandbox worker (:data:`SANDBOX_ATTEMPTS` in all).
     """
 
     def __init__(self, families: Sequence[Family] = FAMILIES, workers: int = 2, timeout_s: float = 2.0,
                  memory_mb: int = 256, cache_size: int = 4096, renamed_variants: int = 0, variant_seed: int = 0,
-                 free_form: bool = False, strict_sandbox: bool | None = None, turn_signals: bool = False):
+                 free_form: bool = False, strict_sandbox: bool | None = None, turn_signals: bool = False,
+                 sandbox_wait_s: float = 30.0):
         if renamed_variants < 0:
             raise ValueError(f"renamed_variants must be >= 0, got {renamed_variants}")
         if not isinstance(free_form, bool):
@@ -183,7 +191,8 @@ class BugFixGym:
         families = list(families) + renamed_variants_of(train, renamed_variants, variant_seed)
         self.families = {family.name: family for family in families}
         strict = free_form if strict_sandbox is None else strict_sandbox
-        self._sandbox_options = {"workers": workers, "timeout_s": timeout_s, "memory_mb": memory_mb, "strict": strict}
+        self._sandbox_options = {"workers": workers, "timeout_s": timeout_s, "memory_mb": memory_mb, "strict": strict,
+                                 "acquire_timeout_s": sandbox_wait_s}
         self._sandbox: Sandbox | None = None
         self._lock = threading.Lock()
         self._cache: OrderedDict[tuple[str, str, str], RunResult] = OrderedDict()
@@ -210,7 +219,10 @@ class BugFixGym:
         return parity_episodes(self, group_size, max_turns, generator)
 
     def run_tests(self, source: str, function: str, cases: Sequence[TestCase]) -> RunResult:
-        """Run ``cases`` in the sandbox; identical requests are answered from a cache (never a transient result)."""
+        """Run ``cases`` in the sandbox; identical requests are answered from a cache (never a transient result).
+
+        A transient result is run again, :data:`SANDBOX_ATTEMPTS` times in all: a timeout that stays transient is
+        the code's own (it waited every time); no free worker in any attempt raises :class:`SandboxBusyError`."""
         key = (source, function, repr(tuple(cases)))
         with self._lock:
             if key in self._cache:
@@ -219,8 +231,14 @@ class BugFixGym:
             if self._sandbox is None:
                 self._sandbox = Sandbox(**self._sandbox_options)
             sandbox = self._sandbox
-        result = sandbox.run(source, function, cases)
-        if result.transient:
+        for _ in range(SANDBOX_ATTEMPTS):
+            result = sandbox.run(source, function, cases)
+            if not result.transient:
+                break
+        else:
+            if result.status == "unavailable":
+                raise SandboxBusyError(f"the sandbox could not run the code in {SANDBOX_ATTEMPTS} attempts "
+                                       f"({result.detail}); this episode has no verdict")
             return result
         with self._lock:
             self._cache[key] = result
