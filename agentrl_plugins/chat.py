@@ -1,16 +1,96 @@
-"""Turning messages into token ids once, through the tokenizer's own chat template."""
+"""Turning messages into token ids once, through the tokenizer's own chat template.
+
+Text never becomes a special token: where a message's text holds a special token's spelling (an observation
+that prints ``<|im_end|>``, a user message with a role marker), that text is tokenized as plain text and only the
+template's own markers are special tokens. Text without such spellings takes the tokenizer's one call, as before.
+"""
 
 from __future__ import annotations
 
+import functools
+import re
+import secrets
 from typing import Any, Sequence
+
+_MARK = "agentrlplaintext"  # ASCII letters: what a template's filters (trim, tojson) pass through unchanged
 
 
 def template_ids(tokenizer: Any, messages: Sequence[dict[str, Any]], add_generation_prompt: bool,
                  tools: list[dict[str, Any]] | None = None) -> list[int]:
     """Token ids of ``messages`` (and OpenAI-style ``tools``) rendered by the tokenizer's chat template."""
     extra = {"tools": tools} if tools else {}
+    if _forges(special_texts(tokenizer), messages):
+        return _plain_text_ids(tokenizer, messages, add_generation_prompt, extra)
     out = tokenizer.apply_chat_template(list(messages), add_generation_prompt=add_generation_prompt, tokenize=True,
                                         **extra)
+    return _ints(out)
+
+
+def special_texts(tokenizer: Any) -> tuple[str, ...]:
+    """The spellings of the tokenizer's special tokens (its added tokens marked special), longest first."""
+    decoder = getattr(tokenizer, "added_tokens_decoder", None) or {}
+    return tuple(sorted({token.content for token in decoder.values() if getattr(token, "special", False)},
+                        key=len, reverse=True))
+
+
+@functools.lru_cache(maxsize=16)
+def _spelling(texts: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile("|".join(map(re.escape, texts)))
+
+
+def _texts(message: dict[str, Any]) -> list[str]:
+    """A message's free text: its content and its tool calls' string arguments."""
+    texts = [message["content"]] if isinstance(message.get("content"), str) else []
+    for call in message.get("tool_calls") or ():
+        arguments = (call.get("function") or {}).get("arguments") if isinstance(call, dict) else None
+        texts += [arguments] if isinstance(arguments, str) else []
+    return texts
+
+
+def _forges(specials: tuple[str, ...], messages: Sequence[dict[str, Any]]) -> bool:
+    if not specials:
+        return False
+    pattern = _spelling(specials)
+    return any(pattern.search(text) for message in messages for text in _texts(message))
+
+
+def _wrapped(message: dict[str, Any], opened: str, closed: str) -> dict[str, Any]:
+    """``message`` with its free text between the two marks."""
+    out = dict(message)
+    if isinstance(message.get("content"), str):
+        out["content"] = f"{opened}{message['content']}{closed}"
+    if message.get("tool_calls"):
+        out["tool_calls"] = [_wrapped_call(call, opened, closed) for call in message["tool_calls"]]
+    return out
+
+
+def _wrapped_call(call: Any, opened: str, closed: str) -> Any:
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict) or not isinstance(function.get("arguments"), str):
+        return call
+    return {**call, "function": {**function, "arguments": f"{opened}{function['arguments']}{closed}"}}
+
+
+def _plain_text_ids(tokenizer: Any, messages: Sequence[dict[str, Any]], add_generation_prompt: bool,
+                    extra: dict[str, Any]) -> list[int]:
+    """Render with each free text between marks, then tokenize the template's parts with special tokens live and
+    the free text with special tokens as plain text."""
+    tag = secrets.token_hex(8)
+    opened, closed = f"{_MARK}{tag}o", f"{_MARK}{tag}c"
+    text = tokenizer.apply_chat_template([_wrapped(m, opened, closed) for m in messages],
+                                         add_generation_prompt=add_generation_prompt, tokenize=False, **extra)
+    pieces = re.split(f"{opened}(.*?){closed}", text, flags=re.DOTALL)
+    if any(tag in piece for piece in pieces[::2]):
+        raise ValueError("the chat template does not render a message's text in one piece; its special-token "
+                         "spellings cannot be kept as plain text")
+    ids: list[int] = []
+    for index, piece in enumerate(pieces):
+        if piece:
+            ids += _ints(tokenizer(piece, add_special_tokens=False, split_special_tokens=index % 2 == 1))
+    return ids
+
+
+def _ints(out: Any) -> list[int]:
     if hasattr(out, "keys") and "input_ids" in out:
         out = out["input_ids"]
     return [int(token) for token in out]
