@@ -16,7 +16,7 @@ from process_tree import run_processes_settle
 
 from bugfix_gym.sandbox import LAYERS, Sandbox, SandboxUnavailableError, view
 from bugfix_gym.sandbox import TestCase as Case
-from bugfix_gym.sandbox.plain_data import decode, same
+from bugfix_gym.sandbox.plain_data import same, shown
 from bugfix_gym.sandbox.worker import encode
 
 CLAMP_CASES = (Case((3, 0, 5), 3), Case((-2, 0, 5), 0), Case((9, 0, 5), 5), Case((7, 0, 1), 1, hidden=True))
@@ -114,6 +114,8 @@ def test_a_forging_candidate_still_passes_what_it_computes(sandbox):
     ("True", 1, False), ("1", True, False), ("1.0", 1, False), ("[1, 2]", (1, 2), False), ("(1, [2])", (1, [2]), True),
     ("float('nan')", float("nan"), True), ("{'a': (1,)}", {"a": (1,)}, True), ("{'a': 1}", {"a": 1.0}, False),
     ("{1, 2}", frozenset({1, 2}), False), ("b'x'", "x", False), ("None", None, True), ("2 ** 100", 2 ** 100, True),
+    ("{True, 2.0}", {1, 2}, False), ("{1: 'a'}", {True: "a"}, False), ("{2, 1}", {1, 2}, True),
+    ("{0.0: 1, 'k': {3}}", {"k": {3}, -0.0: 1}, True), ("frozenset({(1, 2.5)})", frozenset({(1, 2.5)}), True),
 ])
 def test_values_are_compared_with_exact_types(sandbox, got, expected, passes):
     source = f"def f():\n    return {got}\n"
@@ -122,13 +124,25 @@ def test_values_are_compared_with_exact_types(sandbox, got, expected, passes):
 
 def test_plain_data_round_trips_and_nothing_else_encodes():
     value = [None, True, 3, -2.5, float("inf"), 1j, "s\udcff", b"\x00", (1, [2]), {3: {4}}, frozenset({5}), 10 ** 50]
-    assert same(decode(encode(value)), value)
+    assert same(encode(value), value) and shown(encode(value)) == repr(value)
+    assert not same(encode([1, 2]), [1, 2.0]) and not same(encode({1: 2}), {True: 2})
     for not_plain in (object(), type("Int", (int,), {})(1), [print], {1: object()}):
         with pytest.raises(TypeError):
             encode(not_plain)
-    for forged in ({"int": 3}, {"eval": "1"}, 1.5, {"list": "abc"}, {"dict": [[1]]}):
+    for forged in ({"int": 3}, {"eval": "1"}, 1.5, {"list": "abc"}, {"dict": [[1]]}, {"int": "9" * 5000}):
         with pytest.raises(ValueError):
-            decode(forged)
+            same(forged, 1)
+
+
+def test_ints_of_one_hash_cost_the_pool_no_more_than_other_ints():
+    """5,000 ints congruent modulo the hash modulus all hash alike; compared, they must not be put in a set."""
+    modulus = (1 << 61) - 1
+    cpu_s = {}
+    for name, value in (("plain", set(range(1, 5001))), ("flood", {i * modulus for i in range(1, 5001)})):
+        tagged, start = encode(value), time.process_time()
+        assert not same(tagged, {1}) and shown(tagged).startswith("{")
+        cpu_s[name] = time.process_time() - start
+    assert cpu_s["flood"] < 3 * cpu_s["plain"] + 0.02, cpu_s  # rebuilt as a set, the flood took 0.44 s
 
 
 @pytest.mark.parametrize("name", ESCAPES)

@@ -35,7 +35,6 @@ from bugfix_gym.sandbox.worker import (
     Limits,
     emitter,
     run_cases,
-    short_repr,
     write_all,
 )
 
@@ -602,10 +601,9 @@ def _judge_case(record: object, cases: tuple[TestCase, ...]) -> tuple[int, tuple
     index = record["case"]
     if set(record) == {"case", "value"}:
         try:
-            value = plain_data.decode(record["value"])
+            return index, (plain_data.same(record["value"], cases[index].expected), plain_data.shown(record["value"]))
         except (ValueError, TypeError, RecursionError):
             return None
-        return index, (plain_data.same(value, cases[index].expected), short_repr(value))
     if set(record) == {"case", "raised"} and type(record["raised"]) is str:
         return index, (False, record["raised"])
     if set(record) == {"case", "unplain"} and type(record["unplain"]) is str:
