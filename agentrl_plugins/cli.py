@@ -17,6 +17,7 @@ from rich.text import Text
 from agentrl_plugins.adapter import RunOptions
 from agentrl_plugins.compare.command import compare_command, experiment_command
 from agentrl_plugins.components import KINDS
+from agentrl_plugins.environment import build_environment, close_environment
 from agentrl_plugins.errors import AgentRLError, MissingAdapterError, RecipeError, UnknownNameError
 from agentrl_plugins.frameworks import install_hint, known_frameworks, python_of
 from agentrl_plugins.gateway.command import gateway_command
@@ -227,6 +228,8 @@ def run_command(
                         ("verifier", recipe.verifier.names)):
         for component in names:
             manager.get(kind, component)
+    if dry_run:  # the environment's own constructor checks its options' values, as the run will
+        close_environment(build_environment(recipe.environment, manager))
     adapter = _adapter(framework)
     adapter.run(recipe, RunOptions(run_dir=out, model=model, resume=resume, dry_run=dry_run, report_to=loggers,
                                    recipe_args=recipe_args, ranks=ranks, nodes=nodes))

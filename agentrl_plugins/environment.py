@@ -6,7 +6,7 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any, Hashable, Mapping, Protocol, Sequence
 
-from agentrl_plugins.errors import UnknownNameError
+from agentrl_plugins.errors import RecipeError, UnknownNameError
 from agentrl_plugins.types import Task, Verdict
 
 
@@ -131,7 +131,10 @@ def build_environment(settings: Any, plugin_manager: Any = None) -> EnvironmentS
             raise UnknownNameError(f"option of environment {component.name!r}", key,
                                    [name for name in parameters if name != "self"],
                                    "Set options under [environment.options] in the recipe.")
-    return component.factory(**options)
+    try:
+        return component.factory(**options)
+    except (TypeError, ValueError) as error:
+        raise RecipeError(f"environment {component.name!r} refused its options {options}: {error}") from error
 
 
 def plays_agent_programs(settings: Any, plugin_manager: Any = None) -> bool:

@@ -62,7 +62,7 @@ def _environment_name(raw: dict[str, Any]) -> Any:
 def _deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
     merged = copy.deepcopy(base)
     for key, value in top.items():
-        if key == "choices":
+        if key == "choices" and isinstance(value, list) and isinstance(merged.get(key, []), list):
             merged[key] = merged.get(key, []) + value
         elif isinstance(value, dict) and isinstance(merged.get(key), dict):
             merged[key] = _deep_merge(merged[key], value)
@@ -92,7 +92,7 @@ def build_recipe(raw: dict[str, Any], origin: str = "recipe") -> Recipe:
         extends=_typed(raw.get("extends"), typing.Optional[str], "extends", origin),
         sources=_typed(raw.get("sources", {}), dict[str, str], "sources", origin),
         choices=[_build_choice(item, origin) for item in _typed(raw.get("choices", []), list, "choices", origin)],
-        profiles=_typed(raw.get("profiles", {}), dict, "profiles", origin),
+        profiles=_typed(raw.get("profiles", {}), dict[str, dict], "profiles", origin),
         **sections,
     )
     _check_semantics(recipe, origin)
@@ -108,6 +108,10 @@ def _build_section(cls: type, table: dict[str, Any], section: str, origin: str) 
     for key in table:
         if key not in hints:
             raise RecipeError(f"{origin}: unknown key '{section}.{key}'.{did_you_mean(key, hints)}")
+    missing = [f.name for f in dataclasses.fields(cls) if f.name not in table
+               and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    if missing:
+        raise RecipeError(f"{origin}: a {section} entry needs {', '.join(f'{section}.{name}' for name in missing)}")
     values = {key: _typed(value, hints[key], f"{section}.{key}", origin) for key, value in table.items()}
     return cls(**values)
 
@@ -144,8 +148,14 @@ def _typed(value: Any, annotation: Any, key: str, origin: str) -> Any:
     if annotation is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if annotation in (int, float) and isinstance(value, bool) or not isinstance(value, annotation):
-        raise RecipeError(f"{origin}: '{key}' must be {annotation.__name__}, got {type(value).__name__} {value!r}")
+        raise RecipeError(f"{origin}: '{key}' must be {_KINDS.get(annotation, annotation.__name__)}, got "
+                          f"{type(value).__name__} {value!r}")
+    if annotation is int and not -(2 ** 63) <= value < 2 ** 63:
+        raise RecipeError(f"{origin}: '{key}' must fit a 64-bit integer, got {value!r}")
     return value
+
+
+_KINDS = {dict: "a table", list: "a list", str: "a string"}
 
 
 def _finite(value: Any) -> bool:
@@ -181,6 +191,7 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "optim.max_grad_norm": (lambda v: _finite(v) and v > 0, "finite and > 0"),
     "optim.updates_per_step": (_at_least_one, "at least 1"),
     "train.steps": (_at_least_one, "at least 1"),
+    "train.seed": (lambda v: 0 <= v < 2 ** 32, "in [0, 2**32) (the seed range of NumPy and of every framework)"),
     "train.eval_every": (_at_least_one, "at least 1"),
     "train.eval_episodes_per_task": (_at_least_one, "at least 1"),
 }

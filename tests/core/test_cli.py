@@ -50,6 +50,8 @@ def test_recipes_list_and_show():
     (["recipes", "show", "grpo", "-o", "loss.clip=0.3"], "Did you mean 'loss.clip_c'"),
     (["run", "deepswe_grpopp", "--advantage", "rlooo"], "unknown advantage 'rlooo'. Did you mean 'rloo'"),
     (["recipes", "show", "[/x]"], "unknown recipe '[/x]'"),  # printed as plain text, never as markup
+    (["run", "grpo", "--dry-run", "-o", 'environment.name="bugfix"', "-o", "environment.options={renamed_variants=-1}"],
+     "environment 'bugfix' refused its options {'renamed_variants': -1}: renamed_variants must be >= 0, got -1"),
 ])
 def test_errors_are_specific_and_exit_2(args, expected):
     result = agentrl(*args)

@@ -161,6 +161,9 @@ def test_a_recipe_for_another_environment_does_not_inherit_its_parents_profiles(
     ("loss.clip_low=1.0", "loss.clip_low must be in [0, 1), got 1.0"),
     ("loss.clip_c=1.0", "loss.clip_c must be finite and > 1 (or unset), got 1.0"),
     ("correction.low=3.0", "correction.low must not exceed correction.high, got 3.0 and 2.0"),
+    ("train.seed=100000000000000000000000000000", "'train.seed' must fit a 64-bit integer, got 1" + "0" * 29),
+    ("train.seed=4294967296", "train.seed must be in [0, 2**32)"),
+    ("rollout.group_size=100000000000000000000000000000000", "'rollout.group_size' must fit a 64-bit integer"),
 ])
 def test_an_out_of_range_value_names_the_key_its_range_and_the_value(override, message):
     with pytest.raises(RecipeError) as error:
@@ -194,3 +197,17 @@ def test_an_extends_cycle_through_file_paths_is_named(tmp_path):
     second.write_text(f'name = "second"\ndescription = "x"\nextends = "{first}"\n')
     with pytest.raises(RecipeError, match="recipe extends itself through .*first.toml -> .*second.toml -> .*first"):
         load_recipe(str(first))
+
+
+@pytest.mark.parametrize("body, message", [
+    ("[profiles]\nlaptop = 3\n", "'profiles.laptop' must be a table, got int 3"),
+    ("choices = 3\n", "'choices' must be a list, got int 3"),
+    ("[[choices]]\n", "a choices entry needs choices.key, choices.options, choices.why"),
+    ('[[choices]]\nkey = "loss.clip_high"\n', "a choices entry needs choices.options, choices.why"),
+])
+def test_every_malformed_recipe_shape_is_an_error_not_a_traceback(tmp_path, body, message):
+    path = tmp_path / "shape.toml"
+    path.write_text(f'name = "shape"\ndescription = "x"\nextends = "grpo"\n{body}')
+    with pytest.raises(RecipeError) as error:
+        load_recipe(str(path))
+    assert message in str(error.value)
