@@ -12,6 +12,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from machine_load import stretch
 from process_tree import run_processes_settle
 
 from bugfix_gym.sandbox import LAYERS, Sandbox, SandboxUnavailableError, view
@@ -272,11 +273,12 @@ def test_a_waiting_caller_gets_an_answer_within_its_deadline():
         hostile = threading.Thread(target=box.run, args=("def f():\n    while True:\n        pass\n", "f", CALL))
         hostile.start()
         time.sleep(0.1)
+        factor = stretch()
         start = time.monotonic()
         result = box.run("def f():\n    return None\n", "f", CALL)
         waited = time.monotonic() - start
         hostile.join()
-        assert result.status == "unavailable" and result.transient and 0.25 < waited < 0.6
+        assert result.status == "unavailable" and result.transient and 0.25 < waited < 0.6 * max(factor, stretch())
         assert box.run("def f():\n    return None\n", "f", CALL).passed
 
 
@@ -301,12 +303,16 @@ def test_callers_are_served_in_arrival_order():
 def test_transient_results_are_not_cached_by_the_gym():
     from bugfix_gym.env import BugFixGym
 
+    sleeper = "import time\ndef f():\n    time.sleep(5)\n"
+    looper = "def f():\n    while True:\n        pass\n"
     gym = BugFixGym(timeout_s=0.3, workers=1)
     try:
-        sleeper = "import time\ndef f():\n    time.sleep(5)\n"
-        looper = "def f():\n    while True:\n        pass\n"
         first, second = gym.run_tests(sleeper, "f", CALL), gym.run_tests(sleeper, "f", CALL)
         assert first.status == second.status == "timeout" and first.transient and first is not second
+    finally:
+        gym.close()
+    gym = BugFixGym(timeout_s=1.0, workers=1)  # a clock long enough that a loop uses most of it on a loaded machine
+    try:
         first, second = gym.run_tests(looper, "f", CALL), gym.run_tests(looper, "f", CALL)
         assert first.status == "timeout" and not first.transient and first is second
     finally:
