@@ -26,6 +26,7 @@ from agentrl_plugins.plugins import PluginManager, get_plugin_manager
 from agentrl_plugins.recipe import default_profile, load_recipe, parse_overrides, recipe_to_dict
 from agentrl_plugins.recipe_schema import SECTIONS, Recipe
 from agentrl_plugins.runs.rundir import RunDir
+from agentrl_plugins.runs.storage import storage_error
 
 console = Console(width=None if sys.stdout.isatty() else 140)
 OverrideOption = typer.Option(None, "-o", "--override", help="Override a recipe key: -o loss.clip_high=0.3")
@@ -253,5 +254,14 @@ def main() -> None:
     try:
         build_app()()
     except AgentRLError as error:
-        Console(stderr=True).print(Text.assemble(("error:", "bold red"), f" {error}"), highlight=False)
-        sys.exit(2)
+        _exit_with(error)
+    except (OSError, RuntimeError) as error:  # a full disk or a read-only folder is said as such
+        clear = storage_error(error)
+        if clear is None:
+            raise
+        _exit_with(clear)
+
+
+def _exit_with(error: AgentRLError) -> None:
+    Console(stderr=True).print(Text.assemble(("error:", "bold red"), f" {error}"), highlight=False)
+    sys.exit(2)

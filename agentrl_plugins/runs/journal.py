@@ -19,6 +19,8 @@ def append_line(path: Path, row: dict[str, Any]) -> None:
     try:
         while data:
             data = data[os.write(descriptor, data):]
+    except OSError as error:  # os.write names no file; the error should
+        raise OSError(error.errno, error.strerror, str(path)) from error
     finally:
         os.close(descriptor)
 

@@ -1,0 +1,54 @@
+"""A write that fails for want of room or permission is said as such, with the folder and the space left."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from agentrl_plugins.runs.journal import append_line
+from agentrl_plugins.runs.storage import storage_error
+
+FULL = Path("/dev/full")  # every write to it fails with ENOSPC
+
+
+@pytest.fixture
+def full_file(tmp_path):
+    if not FULL.exists():
+        pytest.skip("no /dev/full here")
+    link = tmp_path / "metrics.jsonl"
+    link.symlink_to(FULL)
+    return link
+
+
+def test_a_full_disk_names_the_file_and_the_space_left(full_file):
+    with pytest.raises(OSError) as raised:
+        append_line(full_file, {"step": 0})
+    message = str(storage_error(raised.value))
+    assert message.startswith(f"could not write {full_file}: the disk is full (") and "MiB free of" in message
+
+
+def test_a_checkpoint_written_short_by_torch_asks_about_the_disk(full_file, tmp_path):
+    with pytest.raises(RuntimeError) as raised:
+        torch.save({"weights": torch.zeros(100_000)}, full_file)
+    message = str(storage_error(raised.value, tmp_path))
+    assert f"a file under {tmp_path} was written short" in message and "is the disk full?" in message
+
+
+def test_a_folder_that_cannot_be_made_is_said_and_other_errors_pass_through():
+    with pytest.raises(OSError) as raised:
+        Path("/sys/agentrl-run").mkdir()
+    assert str(storage_error(raised.value)).startswith("could not write /sys/agentrl-run: ")
+    assert storage_error(ValueError("no")) is None and storage_error(RuntimeError("CUDA out of memory")) is None
+
+
+def test_the_command_line_says_a_full_disk_instead_of_a_traceback():
+    if not FULL.exists():
+        pytest.skip("no /dev/full here")
+    with FULL.open("w") as full:
+        result = subprocess.run([sys.executable, "-m", "agentrl_plugins", "recipes", "show", "grpo", "--json"],
+                                stdout=full, stderr=subprocess.PIPE, text=True)
+    assert result.returncode == 2 and "the disk is full" in result.stderr and "Traceback" not in result.stderr
