@@ -59,13 +59,15 @@ class EnvironmentSuite(Protocol):
 @dataclass(frozen=True)
 class AgentLink:
     """What an agent program is given for one episode: an OpenAI base URL and API key (the episode's), the model
-    name to ask for, the task, and the episode's time budget."""
+    name to ask for, the task, and the episode's time budget. ``notes``: what the program's runner says about the
+    episode (output it cut, ...), kept in the episode's messages."""
 
     base_url: str
     api_key: str
     model: str
     task: Task
     timeout_s: float
+    notes: list[str] = field(default_factory=list, compare=False, repr=False)
 
 
 class AgentProgramSuite(Protocol):

@@ -108,7 +108,8 @@ async def play_agent_program(gateway: Gateway, suite: AgentProgramSuite, task: T
         part.termination = termination
         part.verdict = verdict
         part.reward = verdict.reward if verdict is not None else 0.0
-    trajectory.messages = list(recorder.messages) + ([{"role": "error", "content": error}] if error else [])
+    trajectory.messages = (list(recorder.messages) + [{"role": "note", "content": note} for note in link.notes]
+                           + ([{"role": "error", "content": error}] if error else []))
     trajectory.seconds = time.monotonic() - started
     if hooks is not None:
         hooks.agentrl_episode_end(trajectory=trajectory)

@@ -9,7 +9,6 @@ trainer's) and recorded token by token. A reply or refusal that ends the episode
 from __future__ import annotations
 
 import asyncio
-import secrets
 import threading
 import time
 from collections import OrderedDict
@@ -18,6 +17,7 @@ from typing import Any, Callable
 
 from agentrl_plugins.chat import ChatCodec
 from agentrl_plugins.episode import Generate
+from agentrl_plugins.gateway.keys import new_key, presented_key
 from agentrl_plugins.gateway.openai_api import (
     ApiError,
     completion_body,
@@ -32,7 +32,6 @@ from agentrl_plugins.gateway.tool_calls import renders_tools
 from agentrl_plugins.types import Limits, Sampling
 
 EPISODE_END_HEADER = "x-agentrl-episode-end"
-SESSION_HEADER = "x-agentrl-session"
 ENDED_KEPT = 100_000
 SessionFactory = Callable[[str, asyncio.AbstractEventLoop], GatewaySession]
 
@@ -62,7 +61,7 @@ class Gateway:
                      loop: asyncio.AbstractEventLoop | None = None, key: str | None = None,
                      codec: ChatCodec | None = None) -> GatewaySession:
         """A new episode whose calls ``generate`` serves on ``loop`` (the running loop by default)."""
-        key = key or f"ep-{secrets.token_hex(12)}"
+        key = key or new_key()
         if key in self.sessions:
             raise ValueError(f"session {key!r} is already open")
         session = GatewaySession(key, generate, loop or asyncio.get_running_loop(), tokenizer, limits, sampling,
@@ -141,10 +140,7 @@ class Gateway:
         return Starlette(routes=routes, exception_handlers={ApiError: _api_error})
 
     def _session_for(self, request: Any) -> GatewaySession:
-        key = request.path_params.get("key") or request.headers.get(SESSION_HEADER)
-        if not key:
-            authorization = request.headers.get("authorization", "")
-            key = authorization.removeprefix("Bearer ").strip() if authorization.startswith("Bearer ") else ""
+        key = presented_key(request, lambda named: named in self.sessions or named in self.ended)
         if not key:
             raise ApiError(401, "no session: put the episode's key in the API key, the X-Agentrl-Session header "
                                 "or the URL (/sessions/KEY/v1)", kind="authentication_error", code="no_session")

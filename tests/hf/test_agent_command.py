@@ -7,11 +7,12 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
+from agent_processes import left_running
 
-from agentrl_plugins.agent_command import AgentCommand
 from agentrl_plugins.chat import template_ids
 from agentrl_plugins.gateway import Gateway, play_agent_program
 from agentrl_plugins.testing import ScriptedGenerate
@@ -62,7 +63,8 @@ def test_a_program_run_as_a_process_is_recorded_and_its_source_judged(one_shot, 
 
 def test_the_command_is_an_option_of_bugfix_agent_checked_by_name(tokenizer):
     gym = _agent_gym(command=["python3", "my_agent.py"], renamed_variants=1)
-    assert gym.command == AgentCommand(("python3", "my_agent.py"))
+    assert (gym.command.argv, gym.command.confine) == (("python3", "my_agent.py"), True)
+    assert _agent_gym(command="python3 my_agent.py", confine=False).command.confine is False
     with pytest.raises(ValueError, match="at least the program"):
         _agent_gym(command="  ")
     with pytest.raises(TypeError, match="a string or a list of strings"):
@@ -87,9 +89,9 @@ def test_a_failing_program_ends_its_episode_as_error_with_the_reason(tokenizer, 
     assert len(trajectory.turn_spans) == 1  # its one model call is still the episode's tokens
 
 
-def test_a_hung_program_is_killed_at_its_budget_with_everything_it_started(tmp_path, tokenizer):
-    pid_file = tmp_path / "child.pid"
-    gym = BugFixAgentGym(command=[sys.executable, str(PROGRAMS / "faulty.py"), "hang", str(pid_file)])
+def test_a_hung_program_is_killed_at_its_budget_with_everything_it_started(tokenizer):
+    marker = f"agentrl-hung-{uuid.uuid4().hex}"
+    gym = BugFixAgentGym(command=[sys.executable, str(PROGRAMS / "faulty.py"), "hang", marker])
     limits = Limits(max_turns=4, max_context_tokens=1024, max_new_tokens_per_turn=32, timeout_s=3.0)
     started = time.monotonic()
     try:
@@ -98,18 +100,7 @@ def test_a_hung_program_is_killed_at_its_budget_with_everything_it_started(tmp_p
         gym.close()
     assert trajectory.termination == "timeout" and time.monotonic() - started < limits.timeout_s + 2
     assert "did not finish within 3 s and was killed" in trajectory.messages[-1]["content"]
-    child = int(pid_file.read_text())
-    deadline = time.monotonic() + 5
-    while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)  # killed; its parent (init, once the program died) reaps it
-    assert _gone_or_zombie(child)
-
-
-def _gone_or_zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
-    except FileNotFoundError:
-        return True
+    assert left_running(marker) == []
 
 
 def test_a_program_that_cannot_start_says_so(tokenizer):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+from pathlib import Path
 from typing import Any
 
 from agentrl_plugins.agent_command import AgentCommand, AgentCommandError, outcome_field
@@ -91,11 +92,13 @@ class BugFixAgentGym(BugFixGym):
     """The BugFix gym played by an agent program through the gateway (environment ``bugfix_agent``): the shipped
     loop (:func:`play`), or with ``command`` the user's own program run as a process
     (:mod:`agentrl_plugins.agent_command`; given :func:`program_input`, answering as :func:`program_submission`
-    reads). ``keep_turns``: the shipped loop shows the model only its last that many exchanges, so from the turn
+    reads), confined (the gym's own package, its hidden tests, out of its view) unless ``confine`` is false.
+    ``keep_turns``: the shipped loop shows the model only its last that many exchanges, so from the turn
     after, each conversation no longer extends the tokens sampled before (a new segment each turn: drift). Takes
     the options of :class:`~bugfix_gym.env.BugFixGym` too."""
 
-    def __init__(self, command: str | list[str] | None = None, keep_turns: int | None = None, **options: Any):
+    def __init__(self, command: str | list[str] | None = None, keep_turns: int | None = None, confine: bool = True,
+                 **options: Any):
         missing = [name for name in ("openai", "starlette", "uvicorn") if importlib.util.find_spec(name) is None]
         if missing:
             raise ImportError(f"environment 'bugfix_agent' needs {', '.join(missing)}: "
@@ -105,7 +108,10 @@ class BugFixAgentGym(BugFixGym):
             raise ValueError(f"keep_turns must be a whole number of exchanges >= 0, got {keep_turns!r}")
         if keep_turns is not None and command is not None:
             raise ValueError("keep_turns sets the shipped loop's context window; a command's program keeps its own")
-        self.command = None if command is None else AgentCommand.parse(command)
+        self.command = None if command is None else AgentCommand.parse(command, confine=confine,
+                                                                        hidden=[str(Path(__file__).parent)])
+        if self.command is not None:
+            self.command.check()  # a program that cannot run confined stops the run here, with what is missing
         self.keep_turns = keep_turns
         super().__init__(**options)
 

@@ -16,7 +16,7 @@ def agentrl_register_environments(register):
     register(Environment("bugfix_agent", _agent_gym,
                          "The BugFix tasks played by an agent program through the gateway: the shipped openai-client "
                          "loop (option keep_turns: a sliding context window), or your own program with option "
-                         "command."))
+                         "command (run confined; option confine = false runs it as it is)."))
 
 
 def _agent_gym(**options):
@@ -30,6 +30,7 @@ _GYM_OPTIONS = inspect.signature(BugFixGym)
 _agent_gym.__signature__ = _GYM_OPTIONS.replace(  # type: ignore[attr-defined]  # its options, checked by name
     parameters=[inspect.Parameter("command", inspect.Parameter.KEYWORD_ONLY, default=None),
                 inspect.Parameter("keep_turns", inspect.Parameter.KEYWORD_ONLY, default=None),
+                inspect.Parameter("confine", inspect.Parameter.KEYWORD_ONLY, default=True),
                 *(p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in _GYM_OPTIONS.parameters.values())])
 
 

@@ -24,8 +24,6 @@ if fault == "not-an-object":
 if fault == "no-source":
     print(json.dumps({"patch": "..."}))
 if fault == "hang":
-    # a child of its own that would outlive it, its pid where the test can look
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-    with open(sys.argv[2], "w") as pid_file:
-        pid_file.write(str(child.pid))
+    # a child of its own that would outlive it, the test's marker on its command line
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", sys.argv[2]])
     time.sleep(600)
