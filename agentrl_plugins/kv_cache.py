@@ -8,7 +8,8 @@ not matter). A row that leaves hands its slot to the last row, a row that joins 
 decoding a step never copies the batch, where ``DynamicCache`` would concatenate it every step.
 
 :class:`PrefixStore` keeps, per finished request, the cache of everything the model read (the prompt and all
-sampled tokens but the last), so a multi-turn episode's next turn only reads its new tokens. Stored caches
+sampled tokens but the last), so a multi-turn episode's next turn only reads its new tokens; an entry replaces the
+entries it extends, so the store holds one entry per live conversation branch, not one per turn. Stored caches
 hold for one set of weights: :func:`weights_fingerprint` changes when a parameter is replaced or changed in
 place (an optimizer step, ``load_state_dict``), and the store empties itself then.
 """
@@ -75,9 +76,14 @@ class PrefixStore:
         self.nbytes = 0
 
     def add(self, prefix: StoredPrefix) -> None:
-        """Keep ``prefix``, evicting the least recently used entries beyond the capacity."""
+        """Keep ``prefix`` in place of the entries it extends (it serves every prompt they serve, as far), evicting
+        the least recently used entries beyond the capacity: one entry per conversation branch, not one per turn."""
         if prefix.nbytes > self.capacity_bytes:
             return
+        ids, size = prefix.token_ids, len(prefix.token_ids)
+        for key in [key for key, entry in self._entries.items()
+                    if len(entry.token_ids) <= size and ids[:len(entry.token_ids)] == entry.token_ids]:
+            self.nbytes -= self._entries.pop(key).nbytes
         self._entries[self._next_key] = prefix
         self._next_key += 1
         self.nbytes += prefix.nbytes

@@ -164,6 +164,18 @@ async def test_later_turns_read_only_their_new_tokens(random_model):
     print(f"prompt tokens {every_prompt}, read {generate.prefill_tokens}, reused {generate.reused_tokens}")
 
 
+async def test_the_store_holds_one_entry_per_conversation_not_one_per_turn(random_model):
+    """8 concurrent 12-turn episodes: the store ends with one entry each, its bytes the live context's (each
+    episode's read tokens once), and the same tokens and log-probs as without the store."""
+    stored, plain = make(random_model, seed=7), make(random_model, seed=7, prefix_cache_bytes=0)
+    episodes = await play(stored, prompts(8), turns=12)
+    assert [[out.token_ids for _, out in calls] for calls in episodes] == [
+        [out.token_ids for _, out in calls] for calls in await play(plain, prompts(8), turns=12)]
+    per_token = stored.prefixes.nbytes / sum(len(entry.token_ids) for entry in stored.prefixes._entries.values())
+    live = sum(len(calls[-1][0]) + len(calls[-1][1].token_ids) - 1 for calls in episodes) * per_token
+    assert len(stored.prefixes) == 8 and stored.prefixes.nbytes <= 1.2 * live
+
+
 async def test_long_histories_grow_the_batch_cache_and_pack_it(random_model):
     generate = make(random_model, seed=9, max_batch=3)
     starts = [p * 3 for p in prompts(7)]
@@ -283,6 +295,10 @@ def test_the_store_keeps_the_longest_start_within_its_capacity():
     assert store.longest_prefix([1, 2, 3, 4, 5], limit=4)[1] == 4
     assert store.longest_prefix([1, 2, 9], limit=2)[1] == 2
     assert store.longest_prefix([7, 2, 3], limit=2) == (None, 0)
-    store.add(entry([8, 8, 8]))  # evicts [1..5], used less recently than [1, 2, 3]
+    assert len(store) == 1 and store.nbytes == 5 * 32  # [1..5] replaced [1, 2, 3], which it extends
+    store.add(entry([1, 2, 7]))  # a branch: both stay
+    assert len(store) == 2 and store.longest_prefix([1, 2, 7, 7], limit=3)[1] == 3
+    store.add(entry([8, 8, 8, 8]))  # evicts [1..5], used less recently than [1, 2, 7]
     assert len(store) == 2 and store.nbytes <= store.capacity_bytes
-    assert store.longest_prefix([1, 2, 3, 4, 5, 6], limit=5)[1] == 3
+    assert store.longest_prefix([1, 2, 3, 4, 5, 6], limit=5) == (None, 0)
+    assert store.longest_prefix([1, 2, 7, 1], limit=3)[1] == 3
