@@ -109,7 +109,9 @@ def finish_trained(trainer: Any, checkpoint: Path, run: RunDir, last_step: int) 
 def runner_settings(run_dir: RunDir, options: RunOptions, updates_per_step: int) -> dict[str, Any]:
     """The GRPOConfig settings ``agentrl run`` chooses among those the recipe leaves open: among them a
     checkpoint after every step (``updates_per_step`` of TRL's), so that a resume starts a step, not its
-    second update."""
-    return {"output_dir": str(run_dir.checkpoints), "use_cpu": not torch.cuda.is_available(), "bf16": False,
+    second update, and on a CPU no gradient checkpointing (TRL's default recomputes every layer's forward in the
+    backward pass to save activation memory a CPU run has plenty of: the step was 1.34x without it)."""
+    cpu = not torch.cuda.is_available()
+    return {"output_dir": str(run_dir.checkpoints), "use_cpu": cpu, "bf16": False, "gradient_checkpointing": not cpu,
             "save_strategy": "steps", "save_steps": updates_per_step, "save_total_limit": 1,
             "report_to": list(options.report_to) or "none", "disable_tqdm": False, "dataloader_num_workers": 0}
