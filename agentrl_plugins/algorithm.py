@@ -7,12 +7,13 @@ trains on the same numbers.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import math
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Collection, Sequence
 
 import torch
 from torch import Tensor
@@ -23,7 +24,7 @@ from agentrl_plugins.algorithms.credit import CreditInputs, TurnBatch, turn_valu
 from agentrl_plugins.algorithms.filtering import compact_filter
 from agentrl_plugins.algorithms.policy_loss import PolicyLossInputs, PolicyLossResult
 from agentrl_plugins.errors import AgentRLError, RecipeError
-from agentrl_plugins.recipe_schema import AdvantageSection, Recipe
+from agentrl_plugins.recipe_schema import AdvantageSection, LossSection, Recipe
 
 CORRECTION_PARAMETERS = ("cap", "low", "high")
 """The recipe's correction parameters; each correction takes the ones its signature names."""
@@ -51,6 +52,13 @@ def _parameter_names(function: Callable[..., Any]) -> frozenset[str]:
 
 class UnusedSettingWarning(UserWarning):
     """A recipe sets a value its components do not use."""
+
+
+def unused_loss_keys(recipe: Recipe, taken: Collection[str]) -> list[str]:
+    """The policy-loss parameters (:data:`LOSS_PARAMETERS`) the recipe sets to other than their default and its
+    loss does not take (``taken``), such as ``loss.clip_low`` under ``cispo``."""
+    defaults = {field.name: field.default for field in dataclasses.fields(LossSection)}
+    return [key for key in LOSS_PARAMETERS if key not in taken and getattr(recipe.loss, key) != defaults[key]]
 
 
 @dataclass(frozen=True)
@@ -137,9 +145,9 @@ class RecipeAlgorithm:
             plugin_manager.get("policy_loss", recipe.loss.policy).compute,
             estimator.level,
         )
-        if recipe.loss.clip_c is not None and "clip_c" not in algorithm.loss_params():  # the one optional key
-            warnings.warn(f"{recipe.name}: loss.clip_c = {recipe.loss.clip_c!r} has no effect with loss.policy = "
-                          f"{recipe.loss.policy!r}, which takes {', '.join(algorithm.loss_params())}",
+        for key in unused_loss_keys(recipe, algorithm.loss_params()):
+            warnings.warn(f"{recipe.name}: loss.{key} = {getattr(recipe.loss, key)!r} has no effect with loss.policy "
+                          f"= {recipe.loss.policy!r}, which takes {', '.join(algorithm.loss_params()) or 'none'}",
                           UnusedSettingWarning, stacklevel=2)
         return algorithm
 

@@ -9,7 +9,7 @@ from typing import Any, Hashable, Mapping, Protocol, Sequence
 import torch
 from torch import Tensor
 
-from agentrl_plugins.algorithms.advantages import group_statistics, grpo
+from agentrl_plugins.algorithms.advantages import group_statistics
 from agentrl_plugins.types import Trajectory, TurnOutcome
 
 
@@ -129,20 +129,58 @@ def discounted_returns(turns: Sequence[TurnOutcome], final_reward: float, gamma:
     return returns[::-1]
 
 
+SPREAD_RTOL = 1e-9
+"""A group's episode returns whose standard deviation is at most this share of their size (the largest sum of
+the absolute rewards one of them adds up) count as equal. Turn rewards summed in floating point do not cancel
+exactly (potential shaping's terms telescope only in exact arithmetic: with Phi in {0, 1/3, 2/3, 1} equal
+outcomes leave a spread near 1e-17), and dividing a turn's O(1) term by that spread would give 1e6 where the
+group has no outcome to learn from."""
+
+
+def episode_statistics(returns: Sequence[float], sizes: Sequence[float], credit: CreditInputs,
+                       masked_in_baseline: bool) -> tuple[Tensor, Tensor, Tensor]:
+    """Per row (float64): its episode return minus its group's mean, the group's standard deviation (over n - 1),
+    and whether it gets an advantage: kept, in a group of at least two, whose returns spread by more than
+    :data:`SPREAD_RTOL` of the largest of their ``sizes`` (each return's sum of the absolute terms it adds up)."""
+    values = credit.rewards.new_tensor(returns, dtype=torch.float64)
+    with torch.no_grad():
+        centered, std, out = group_statistics(values, credit.group_ids, credit.valid, masked_in_baseline)
+    inv = torch.unique(credit.group_ids, return_inverse=True)[1]
+    size = values.new_zeros(values.numel()).scatter_reduce(0, inv, values.new_tensor(sizes), "amax")[inv]
+    return centered, std, out & (std > SPREAD_RTOL * size)
+
+
+def _size(turns: Sequence[TurnOutcome], final_reward: float) -> float:
+    """The sum of the absolute rewards a return of ``turns`` adds up: the scale of its rounding error."""
+    return sum(abs(turn.reward or 0.0) for turn in turns) + abs(final_reward)
+
+
+def episode_returns(credit: CreditInputs) -> list[float]:
+    """Per trajectory, the sum of every reward of the episode: its turns' own and the trajectory's (GiGPO's
+    R(tau), undiscounted)."""
+    return [sum(turn.reward or 0.0 for turn in turns) + float(reward)
+            for turns, reward in zip(credit.turns, credit.rewards)]
+
+
 def gigpo(credit: CreditInputs, *, masked_in_baseline: bool = True, gamma: float = 0.95, step_weight: float = 1.0,
           eps: float = 1e-6) -> list[list[float]]:
     """GiGPO (Feng et al. 2025): per turn, A = A_E + step_weight * A_S (the paper's omega).
 
-    A_E is GRPO's episode advantage (:func:`~agentrl_plugins.algorithms.advantages.grpo`). A_S normalises a
-    turn's discounted return (:func:`discounted_returns`) within its step group: the turns of the same task
-    group that acted from the same anchor state (equal ``state`` keys), (G - mean) / (std + eps) with std over
-    n - 1; a turn alone in its step group, or with no state key, has A_S = 0. The paper's gamma is 0.95,
-    its omega 1. ``masked_in_baseline`` decides, as for every estimator, whether filtered trajectories count in
-    the statistics; they get advantage 0.
+    A_E is the paper's episode advantage: GRPO's normalisation, (R - mean) / (std + eps) with std over n - 1,
+    of each episode's total reward R (:func:`episode_returns`: every turn reward and the trajectory's, as the
+    paper sums them; without turn rewards R is the trajectory's reward and A_E is
+    :func:`~agentrl_plugins.algorithms.advantages.grpo`'s), 0 in a group whose totals are equal
+    (:data:`SPREAD_RTOL`). A_S normalises a turn's discounted return (:func:`discounted_returns`) within its step
+    group: the turns of the same task group that acted from the same anchor state (equal ``state`` keys),
+    (G - mean) / (std + eps) with std over n - 1; a turn alone in its step group, or with no state key, has
+    A_S = 0. The paper's gamma is 0.95, its omega 1. ``masked_in_baseline`` decides, as for every estimator,
+    whether filtered trajectories count in the statistics; they get advantage 0.
     """
     valid = credit.valid.to(torch.bool)
     member = torch.ones_like(valid) if masked_in_baseline else valid
-    episode = grpo(credit.rewards, credit.group_ids, valid, masked_in_baseline=masked_in_baseline, eps=eps)
+    sizes = [_size(turns, float(reward)) for turns, reward in zip(credit.turns, credit.rewards)]
+    centered, std, spread = episode_statistics(episode_returns(credit), sizes, credit, masked_in_baseline)
+    episode = torch.where(spread, centered / (std + eps), 0.0)
     returns = [discounted_returns(turns, float(reward), gamma) for turns, reward in zip(credit.turns, credit.rewards)]
     groups: dict[tuple[int, Hashable], list[tuple[int, int]]] = defaultdict(list)
     for row, turns in enumerate(credit.turns):
@@ -169,12 +207,11 @@ def grpo_turns(credit: CreditInputs, *, masked_in_baseline: bool = True, gamma: 
     advantages.grpo` takes them. Without turn rewards and with gamma 1, every G_t is the trajectory's
     reward and this is ``grpo`` exactly. With potential shaping G_t loses Phi(s_t): a baseline on the state
     each turn acted from. Filtered trajectories get 0, and so do the turns of a group whose whole returns are
-    all equal (as ``grpo`` gives such a group's trajectories 0: no outcome to learn from)."""
+    equal (as ``grpo`` gives such a group's trajectories 0: no outcome to learn from), rounding included: a
+    spread within :data:`SPREAD_RTOL` of the returns' size is none."""
     returns = [discounted_returns(turns, float(reward), gamma) for turns, reward in zip(credit.turns, credit.rewards)]
-    whole = credit.rewards.new_tensor([row[0] if row else float(reward)
-                                       for row, reward in zip(returns, credit.rewards)])
-    with torch.no_grad():
-        centered, std, out = group_statistics(whole, credit.group_ids, credit.valid, masked_in_baseline)
-    spread = out & (std > 0)
-    return [[(float(centered[row]) + (value - float(whole[row]))) / (float(std[row]) + eps) if spread[row] else 0.0
+    whole = [row[0] if row else float(reward) for row, reward in zip(returns, credit.rewards)]
+    sizes = [_size(turns, float(reward)) for turns, reward in zip(credit.turns, credit.rewards)]
+    centered, std, spread = episode_statistics(whole, sizes, credit, masked_in_baseline)
+    return [[(float(centered[row]) + (value - whole[row])) / (float(std[row]) + eps) if spread[row] else 0.0
              for value in row_returns] for row, row_returns in enumerate(returns)]

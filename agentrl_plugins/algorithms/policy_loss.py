@@ -4,7 +4,8 @@ returns per-token loss terms; the recipe's aggregation reduces them (:mod:`agent
 
 They run on every micro-batch of a trainer's step, so they do no more than the math: no masking the
 aggregation does anyway, no multiplying by weights of one, and figures that stay tensors on the device until the
-step gathers them (:meth:`PolicyLossResult.figures`), so no host sync.
+step gathers them (:meth:`PolicyLossResult.figures`), so no host sync. Their inputs come with the padding cleared
+(:class:`PolicyLossInputs`), so whatever a framework's padding holds never reaches a loss or its gradient.
 """
 
 from __future__ import annotations
@@ -23,7 +24,11 @@ class PolicyLossInputs:
     """One batch as every policy loss sees it, each tensor [B, T]: the learner's log-probs (with gradient), the
     log-probs before the update (``old``) and the sampler's, per-token advantages, the loss mask and the
     correction's per-token weights (detached). Without a correction ``weighted`` is False and ``weights`` a
-    broadcast view of ones, which a loss may skip (multiplying by it changes nothing)."""
+    broadcast view of ones, which a loss may skip (multiplying by it changes nothing).
+
+    Off the mask every tensor holds 0, set with ``torch.where`` when the inputs are made: padding that holds NaN
+    or inf (a framework's padded log-probs, advantages or weights) reaches neither a loss's value nor, through
+    0 * inf, its gradient."""
 
     logp: Tensor
     old_logp: Tensor
@@ -32,6 +37,13 @@ class PolicyLossInputs:
     mask: Tensor
     weights: Tensor
     weighted: bool = True
+
+    def __post_init__(self) -> None:
+        on = self.mask.to(torch.bool)
+        for name in ("logp", "old_logp", "sampler_logp", "advantages"):
+            object.__setattr__(self, name, torch.where(on, getattr(self, name), 0.0))
+        if self.weighted:
+            object.__setattr__(self, "weights", torch.where(on, self.weights.detach(), 0.0))
 
 
 Figure = float | Tensor
@@ -89,13 +101,22 @@ def clipped_surrogate(
     multiplied by the detached ``weights`` where given. Same per-token numbers (on the mask) as verl 0.9.1
     ``compute_policy_loss_vanilla`` (which always dual-clips, ``clip_ratio_c`` 3.0) and its
     ``pg_clipfrac`` / ``pg_clipfrac_lower`` (``clip_fraction``, ``dual_clip_fraction``), whose denominators add
-    1e-8 to the token count.
+    1e-8 to the token count. ``advantages`` is [B] (one per row) or [B, T]; padding is cleared as
+    :class:`PolicyLossInputs` clears it.
     """
+    adv = (advantages.unsqueeze(-1) if advantages.dim() == 1 else advantages).expand_as(logp)
+    unweighted = torch.ones((), dtype=logp.dtype, device=logp.device).expand_as(logp)
+    inputs = PolicyLossInputs(logp, old_logp, old_logp, adv, mask, unweighted if weights is None else weights,
+                              weighted=weights is not None)
+    return ppo_clip(inputs, clip_low=clip_low, clip_high=clip_high, clip_c=clip_c)
+
+
+def ppo_clip(inputs: PolicyLossInputs, *, clip_low: float, clip_high: float, clip_c: float | None) -> PolicyLossResult:
+    """The clipped token surrogate with the recipe's clip range and dual clip (:func:`clipped_surrogate`)."""
     if clip_c is not None and clip_c <= 1.0:
         raise ValueError(f"clip_c must be greater than 1, got {clip_c}")
-    on = mask.to(torch.bool)
-    adv = advantages.unsqueeze(-1) if advantages.dim() == 1 else advantages
-    ratio = (logp - old_logp).clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND).exp()
+    on, adv = inputs.mask.to(torch.bool), inputs.advantages
+    ratio = (inputs.logp - inputs.old_logp).clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND).exp()
     loss, binds = _clipped(ratio, adv, clip_low, clip_high)
     if clip_c is None:
         metrics = {**_shares(on, loss.dtype, clip_fraction=binds), "dual_clip_fraction": 0.0}
@@ -104,15 +125,7 @@ def clipped_surrogate(
         held = (adv < 0) & (loss > bound)  # where the dual clip holds the loss at -clip_c * A
         metrics = _shares(on, loss.dtype, clip_fraction=binds, dual_clip_fraction=held)
         loss = torch.where(held, bound, loss)
-    if weights is not None:
-        loss = loss * weights.detach()
-    return PolicyLossResult(loss, metrics)
-
-
-def ppo_clip(inputs: PolicyLossInputs, *, clip_low: float, clip_high: float, clip_c: float | None) -> PolicyLossResult:
-    """The clipped token surrogate with the recipe's clip range and dual clip (:func:`clipped_surrogate`)."""
-    return clipped_surrogate(inputs.logp, inputs.old_logp, inputs.advantages, inputs.mask, clip_low=clip_low,
-                             clip_high=clip_high, clip_c=clip_c, weights=inputs.weights if inputs.weighted else None)
+    return PolicyLossResult(_weighted(loss, inputs), metrics)
 
 
 def sequence_log_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor) -> Tensor:

@@ -39,6 +39,20 @@ def test_empty_mask_gives_zero_and_zero_gradient(mode):
     assert torch.equal(loss.grad, torch.zeros(1, 2))
 
 
+@pytest.mark.parametrize("garbage", [nan, math.inf, -math.inf])
+@pytest.mark.parametrize("mode", LOSS_AGG_MODES)
+def test_nan_or_inf_off_the_mask_reaches_neither_the_result_nor_the_gradient(mode, garbage):
+    values = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]], dtype=torch.float64)
+    for mask in (torch.tensor([[1, 1, 0], [1, 0, 0], [0, 0, 0]]).bool(),
+                 torch.tensor([[1.0, 0.5, 0.0], [2.0, 0.0, 0.0], [0.0, 0.0, 0.0]], dtype=torch.float64)):
+        soiled = torch.where(mask.bool(), values, garbage).requires_grad_()
+        clean = torch.where(mask.bool(), values, 0.0).requires_grad_()
+        out, expected = (aggregate_loss(x, mask, mode, norm_constant=10) for x in (soiled, clean))
+        (gradient,), (clean_gradient,) = torch.autograd.grad(out, soiled), torch.autograd.grad(expected, clean)
+        assert out.item() == expected.item() and math.isfinite(out.item())
+        assert torch.equal(gradient, clean_gradient) and not gradient[~mask.bool()].any()
+
+
 def test_unknown_mode_and_missing_norm_constant():
     loss, mask = torch.zeros(1, 1), torch.ones(1, 1)
     with pytest.raises(ValueError, match="token-mean"):

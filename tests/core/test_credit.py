@@ -105,6 +105,18 @@ def test_gigpo_gives_filtered_episodes_nothing_and_turn_rewards_enter_the_return
         0.5 + 0.25 * 3.0, 1.5, 3.0]
 
 
+def test_gigpos_episode_advantage_sums_every_reward_of_the_episode_as_the_paper_does():
+    # outcomes 1, 0, 0; the second episode also earned 1.0 on its first turn: totals 1, 1, 0
+    batch = credit([1.0, 0.0, 0.0], [0, 0, 0], [["S0", "S1"], ["S0", "S2"], ["S0"]], turn_rewards={(1, 0): 1.0})
+    assert gigpo(batch, step_weight=0.0) == [pytest.approx([a] * n, abs=1e-5) for a, n in
+                                             ((1 / ROOT3, 2), (1 / ROOT3, 2), (-2 / ROOT3, 1))]
+    # turn rewards that sum to the same total in exact arithmetic (thirds, not exact in binary) leave nothing
+    thirds = credit([0.0, 0.0], [0, 0], [["S0", "S1", "S2"], ["S0", "S3", "S4"]],
+                    turn_rewards={(0, 0): 1 / 3, (0, 1): 1 / 3, (0, 2): -2 / 3, (1, 0): 2 / 3, (1, 1): 1 / 3,
+                                  (1, 2): -1.0})
+    assert [row[1:] for row in gigpo(thirds, step_weight=1.0)] == [[0.0, 0.0], [0.0, 0.0]]
+
+
 def test_per_turn_values_cover_their_spans_and_the_recipe_algorithm_gives_tokens():
     batch = credit([1.0, 0.0], [0, 0], [["S0", "S1"], ["S0"]])
     tokens = turn_values_to_tokens([[1.0, 2.0], [3.0]], batch)

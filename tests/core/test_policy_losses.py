@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import math
+import warnings
+
 import pytest
 import torch
 
 from agentrl_plugins import hookimpl
 from agentrl_plugins.algorithm import RecipeAlgorithm, UnusedSettingWarning
-from agentrl_plugins.algorithms.aggregation import aggregate_loss
+from agentrl_plugins.algorithms.aggregation import LOSS_AGG_MODES, aggregate_loss
 from agentrl_plugins.algorithms.policy_loss import PolicyLossResult
 from agentrl_plugins.components import PolicyLoss
 from agentrl_plugins.errors import AgentRLError, UnknownNameError
@@ -107,6 +110,52 @@ def test_a_loss_on_a_micro_batch_leaves_its_figures_on_the_device_and_ignores_wh
     torch.testing.assert_close(gradient, torch.autograd.grad(expected, clean)[0], atol=0, rtol=0)
 
 
+def corrected_loss(recipe_algorithm, logp, old, sampler, advantages, mask, soil=lambda weights: weights):
+    """The loss, its gradient and the correction of a batch, with the correction's weights passed through ``soil``."""
+    learner = logp.clone().requires_grad_()
+    corrected = recipe_algorithm.correct(learner.detach(), sampler, mask)
+    loss = recipe_algorithm.loss(learner, old, advantages, mask, soil(corrected.weights))
+    return loss.item(), torch.autograd.grad(loss, learner)[0], corrected
+
+
+CORRECTIONS = ("none", "token_tis", "sequence_tis", "icepop", "geometric_sequence_mask")
+POLICIES = {"ppo_clip": {}, "ppo_clip+dual_clip": {"loss.clip_c": 3.0}, "gspo": {}, "cispo": {}}
+
+
+@pytest.mark.parametrize("garbage", [math.nan, math.inf, -math.inf])
+@pytest.mark.parametrize("mode", LOSS_AGG_MODES)
+@pytest.mark.parametrize("policy", POLICIES)
+def test_nan_or_inf_in_the_padding_of_any_input_reaches_neither_the_loss_nor_its_gradient(policy, mode, garbage):
+    """A framework's padding (log-probs, the sampler's, per-token advantages, weights) may hold anything: with
+    every correction, the loss, its gradient and the correction are those of the same batch padded with 0."""
+    logp, old, advantages, mask = batch(seed=5)
+    generator = torch.Generator().manual_seed(5)
+    sampler = old + torch.randn(old.shape, generator=generator, dtype=F64) * 0.2
+    advantages = advantages[:, None] * (0.5 + torch.rand(old.shape, generator=generator, dtype=F64))
+    off = ~mask.bool()
+    assert off.any()
+
+    def soiled(values):
+        return torch.where(off, torch.full_like(values, garbage), values)
+
+    settings = {"loss.aggregation": mode, **POLICIES[policy]}
+    settings |= {"loss.norm_constant": 9} if mode == "seq-mean-token-sum-norm" else {}
+    inputs = {"logp": logp, "old": old, "sampler": sampler, "advantages": advantages}
+    for correction in CORRECTIONS:
+        recipe_algorithm = algorithm(policy.split("+")[0], **settings, **{"correction.name": correction})
+        clean = corrected_loss(recipe_algorithm, **inputs, mask=mask)
+        # one input at a time (a clamp's gradient stops NaN where it is out of range, hiding another's), then all
+        for name in [*inputs, "weights", "all"]:
+            dirty = corrected_loss(recipe_algorithm, **{key: soiled(value) if name in (key, "all") else value
+                                                        for key, value in inputs.items()}, mask=mask,
+                                   soil=soiled if name in ("weights", "all") else lambda weights: weights)
+            where = f"{correction}, {name}"
+            assert dirty[0] == clean[0] and math.isfinite(clean[0]), where
+            assert torch.equal(dirty[1], clean[1]), where
+            assert not dirty[1][off].any() and clean[1][~off].any(), where
+            assert torch.equal(dirty[2].weights, clean[2].weights) and dirty[2].metrics == clean[2].metrics, where
+
+
 def test_a_large_change_at_a_few_tokens_of_a_long_episode_trips_the_token_clip_and_not_the_sequence_one():
     length = 2000
     old = torch.full((1, length), -1.0, dtype=F64)
@@ -165,3 +214,18 @@ def test_an_unknown_loss_lists_close_matches_and_an_unused_setting_is_said():
         algorithm("gpso")
     with pytest.warns(UnusedSettingWarning, match=r"loss.clip_c = 3.0 has no effect with loss.policy = 'gspo'"):
         algorithm("gspo", **{"loss.clip_c": 3.0})
+
+
+def test_every_loss_parameter_a_loss_does_not_take_is_said_and_one_left_at_its_default_is_not(manager):
+    with pytest.warns(UnusedSettingWarning, match=r"cispo: loss.clip_low = 0.1 has no effect with loss.policy = "
+                                                  r"'cispo', which takes clip_high"):
+        RecipeAlgorithm.from_recipe(load_recipe("cispo", {"loss.clip_low": 0.1}))
+    with pytest.warns(UnusedSettingWarning) as said:
+        algorithm("reinforce", manager, **{"loss.clip_high": 0.28, "loss.clip_c": 3.0})
+    assert [str(warning.message).split(" has")[0] for warning in said] == [
+        "grpo: loss.clip_high = 0.28", "grpo: loss.clip_c = 3.0"]
+    assert "which takes none" in str(said[0].message)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnusedSettingWarning)
+        RecipeAlgorithm.from_recipe(load_recipe("cispo"))  # clip_low at its default: nothing to say
+        algorithm("reinforce", manager)

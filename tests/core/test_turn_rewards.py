@@ -100,6 +100,48 @@ def test_a_group_whose_whole_returns_are_equal_gives_its_turns_nothing():
     assert grpo_turns(batch, gamma=1.0) == [[0.0, 0.0], [0.0, 0.0]], "no outcome to learn from, as grpo says"
 
 
+THIRDS = (1 / 3, 2 / 3, 1.0)
+"""A pass fraction over three public tests (and 0): Phi values not exact in binary, so shaping terms summed in
+floating point do not cancel exactly."""
+
+
+def shaped_episode(path, gamma=1.0):
+    """An episode from Phi(s_0) = 0 through the potentials of ``path``, its turns rewarded by potential shaping."""
+    turns = turns_with(path)
+    rewards = potential(turns, {"p": 0.0}, gamma=gamma, signal="p")
+    return [TurnOutcome(turn.state, turn.next_state, reward, turn.signals) for turn, reward in zip(turns, rewards)]
+
+
+@pytest.mark.parametrize("gamma", [1.0, 0.95])
+@pytest.mark.parametrize("outcome", [0.0, 1.0])
+def test_a_group_with_one_outcome_gets_nothing_whatever_path_of_thirds_its_episodes_took(outcome, gamma):
+    paths = [[1 / 3, 2 / 3, 1.0], [2 / 3, 1 / 3, 1.0], [1.0, 2 / 3, 1 / 3], [1 / 3, 1.0, 2 / 3]]
+    batch = CreditInputs(torch.full((4,), outcome, dtype=torch.float64), torch.zeros(4, dtype=torch.long),
+                         torch.ones(4, dtype=torch.bool), [shaped_episode(path, gamma) for path in paths],
+                         [[(0, 1), (1, 2), (2, 3)]] * 4, width=3)
+    assert grpo_turns(batch, gamma=gamma) == [[0.0] * 3] * 4, "equal outcomes: nothing to learn, not 1e6"
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_grpo_turns_on_shaped_thirds_is_the_exact_outcome_advantage_less_each_states_potential(seed):
+    generator = torch.Generator().manual_seed(seed)
+    rows, size, settled = 32, 4, 16
+    rewards = (torch.rand(rows, generator=generator, dtype=torch.float64) > 0.5).to(torch.float64)
+    rewards[:settled] = 0.0  # four groups with a single outcome, the others mostly mixed
+    groups = torch.arange(rows) // size
+    lengths = torch.randint(2, 7, (rows,), generator=generator).tolist()
+    paths = [[THIRDS[int(i)] for i in torch.randint(0, 3, (n,), generator=generator)] for n in lengths]
+    batch = CreditInputs(rewards, groups, torch.ones(rows, dtype=torch.bool), [shaped_episode(p) for p in paths],
+                         [[(t, t + 1) for t in range(n)] for n in lengths], width=6)
+    outcome = grpo(rewards, groups)  # G_0 = R - Phi(s_0) = R exactly: the group statistics are the outcomes'
+    std = torch.stack([rewards[groups == g].std() for g in groups.tolist()])
+    for row, values in enumerate(grpo_turns(batch, gamma=1.0)):
+        phis = [0.0, *paths[row][:-1]]  # G_t = R - Phi(s_t), the state turn t acted from
+        expected = [float(outcome[row]) - phi / (float(std[row]) + 1e-6) if std[row] > 0 else 0.0 for phi in phis]
+        assert values == pytest.approx(expected, abs=1e-6)
+    assert all(v == 0.0 for row in grpo_turns(batch, gamma=1.0)[:settled] for v in row)
+
+
 @dataclass
 class Walk:
     """A walk on 0..3: 'right' moves up; its signal is the position over 3; 'stop' ends."""

@@ -112,6 +112,22 @@ def policy_rows(recipe: Recipe) -> list[ComponentMapping]:
                          native={"epsilon_high": loss.clip_high})]
 
 
+def dual_clip_row(recipe: Recipe) -> ComponentMapping:
+    """``loss.clip_c`` as TRL's two-sided clip ``delta`` (INTELLECT-2), which caps the unclipped ratio at delta:
+    for delta > 1 + clip_high that is the dual clip, value and gradient (where A > 0 the clip binds first; where
+    A < 0 the loss is the clipped one held at -delta * A). Only ``ppo_clip`` takes ``clip_c``."""
+    loss = recipe.loss
+    delta = loss.clip_c if loss.policy == "ppo_clip" else None
+    if delta is not None and delta <= 1 + loss.clip_high:
+        raise RecipeError(f"{recipe.name}: TRL's dual clip is its two-sided clip delta, the same loss only above "
+                          f"the clip range: loss.clip_c = {delta!r} must exceed 1 + loss.clip_high = "
+                          f"{1 + loss.clip_high!r}")
+    note = ("exact: delta caps the ratio where A < 0 at clip_c, above the clip range" if delta is not None
+            else "no dual clip" if loss.clip_c is None else f"{loss.policy} takes no dual clip")
+    return ComponentMapping("loss.clip_c", loss.clip_c, "delta", "native" if delta is None else "mapped", note,
+                            native={"delta": delta})
+
+
 def mappings(recipe: Recipe) -> list[ComponentMapping]:
     """One row per recipe key: how it reaches TRL, and the GRPOConfig settings it decides (``native``)."""
     loss = loss_mapping(recipe)
@@ -135,12 +151,7 @@ def mappings(recipe: Recipe) -> list[ComponentMapping]:
                          "only the dr_grpo loss reads it; else the context budget",
                          native={"max_completion_length": max_completion}),
         *policy_rows(recipe),
-        ComponentMapping("loss.clip_c", loss_section.clip_c, "-",
-                         "approximated" if loss_section.clip_c is not None and loss_section.policy == "ppo_clip"
-                         else "native",
-                         "TRL has no dual clip: it binds only where A < 0 and the ratio exceeds clip_c, which one "
-                         "on-policy update per step never reaches"
-                         if loss_section.clip_c is not None else "no dual clip"),
+        dual_clip_row(recipe),
         ComponentMapping("loss.kl_coef", loss_section.kl_coef, "beta", "native", native={"beta": loss_section.kl_coef}),
         ComponentMapping("loss.entropy_coef", loss_section.entropy_coef, "entropy_coef", "native",
                          native={"entropy_coef": loss_section.entropy_coef}),

@@ -44,9 +44,9 @@ CISPO_POSITIVE_ONLY = ("TRL's cispo counts a capped weight only where the advant
                        "every capped weight, as verl does")
 """How TRL's ``clip_fraction`` differs under the cispo loss."""
 
-BY_DESIGN = {"loss.clip_c": (None, "TRL has no dual clip: its loss is the plain clipped surrogate where "
-                                   "A < 0 and the ratio exceeds clip_c")}
-"""Recipe keys the adapter marks approximated -> the value TRL computes with instead, and why."""
+BY_DESIGN: dict[str, tuple[Any, str]] = {}
+"""Recipe keys the adapter marks approximated -> the value TRL computes with instead, and why: none (the dual clip
+is TRL's ``delta``, exact)."""
 
 
 @dataclass
