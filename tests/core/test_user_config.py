@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import enum
+import pickle
 
 import pytest
 
 from agentrl_plugins.errors import AgentRLError, UnknownNameError
 from agentrl_plugins.loggers import check_loggers, parse_loggers
-from agentrl_plugins.user_config import ConfigConflictError, Decided, changes_table, reconcile, same
+from agentrl_plugins.user_config import (
+    ConfigConflictError,
+    Decided,
+    SettingConflict,
+    changes_table,
+    origins,
+    reconcile,
+    same,
+    settings_table,
+)
 
 DECIDED = [Decided("lr", 1e-6, "optim.lr=1e-06"), Decided("loss", "luspo", "loss.aggregation='seq-mean-token-sum'"),
            Decided("steps", 1, "adapter: one row per step")]
@@ -31,6 +41,34 @@ def test_every_setting_the_user_chose_otherwise_is_named_with_both_values():
     message = str(error.value)
     assert "your Config contradicts recipe 'r' on 2 settings" in message and "'grpo'" in message
     assert message.endswith("Change the recipe.")
+
+
+def test_a_typed_value_equal_to_the_frameworks_default_is_the_users_not_a_default():
+    with pytest.raises(ConfigConflictError) as error:
+        reconcile(DECIDED, {"lr": 5e-5, "steps": 10}, DEFAULTS, where="Config", recipe="r", remedy="",
+                  typed={"lr"})
+    assert [(c.name, c.yours, c.value) for c in error.value.conflicts] == [("lr", 5e-5, 1e-6)]
+    changes = reconcile(DECIDED, {"lr": 1e-6, "steps": 10}, DEFAULTS, where="Config", recipe="r", remedy="",
+                        typed={"lr"})
+    assert [c.name for c in changes] == ["loss", "steps"], "typed and equal to the recipe: nothing to change"
+
+
+def test_the_conflict_pickles_with_its_type_and_fields():
+    error = ConfigConflictError("verl config", "r", [SettingConflict("lr", 5e-5, 1e-6, "optim.lr=1e-06")], "Fix it.")
+    again = pickle.loads(pickle.dumps(error))
+    assert type(again) is ConfigConflictError and str(again) == str(error)
+    assert (again.where, again.recipe, again.conflicts, again.remedy) == ("verl config", "r", error.conflicts,
+                                                                          "Fix it.")
+
+
+def test_the_origin_table_names_the_recipe_the_user_and_the_project():
+    defaults = {**DEFAULTS, "out": "/tmp", "device": "cuda"}
+    rows = origins(DECIDED, defaults, {"lr": 1e-6, "out": "/runs", "device": "cpu"}, {"device": "project (CPU)"})
+    assert [(r.name, r.origin) for r in rows] == [("lr", "recipe"), ("loss", "recipe"), ("steps", "recipe"),
+                                                  ("out", "user"), ("device", "project (CPU)")]
+    table = settings_table(rows, "Config", "r")
+    assert "3 recipe, 1 user, 1 project (CPU)" in table
+    assert table.splitlines()[-2].split() == ["out", "'/runs'", "user", "'/tmp'", "your", "command"]
 
 
 def test_values_compare_as_configuration_values():

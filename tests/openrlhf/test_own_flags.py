@@ -15,7 +15,7 @@ from agentrl_plugins.runs.rundir import RunDir
 from agentrl_plugins.user_config import ConfigConflictError
 
 from agentrl_openrlhf.config import CLI_MODULE, RunPaths, decided, flag_words, launch_flags, train_flags
-from agentrl_openrlhf.own_flags import install_check, reconcile_flags, run_cli
+from agentrl_openrlhf.own_flags import install_check, reconcile_flags, run_cli, setting_rows, typed_flags
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +54,28 @@ def test_every_contradicting_flag_is_named_with_both_values(recipe, paths):
     assert "agentrl openrlhf prepare" in str(error.value)
 
 
+def test_a_typed_flag_equal_to_openrlhfs_default_is_yours_refused_where_the_recipe_decides(recipe, paths):
+    defaults = run_cli([], "hierarchize")
+    typed = {"actor.adam.lr": defaults["actor.adam.lr"], "train.batch_size": defaults["train.batch_size"]}
+    with pytest.raises(ConfigConflictError) as error:
+        reconcile_flags(flag_words(launch_flags(recipe, paths, "cpu")) + flag_words(typed), recipe)
+    assert {c.name: (c.yours, c.value) for c in error.value.conflicts} == {
+        "actor.adam.lr": (typed["actor.adam.lr"], recipe.optim.lr),
+        "train.batch_size": (typed["train.batch_size"], recipe.rollout.tasks_per_step * recipe.rollout.group_size)}
+
+
+def test_a_typed_flag_equal_to_openrlhfs_default_wins_where_the_recipe_leaves_it_open(recipe, paths):
+    default = run_cli([], "hierarchize")["logger.logging_steps"]
+    mine = flag_words(launch_flags(recipe, paths, "cpu")) + ["--logger.logging_steps", str(default)]
+    assert typed_flags(mine)["logger.logging_steps"] == default and "actor.adam.lr" not in typed_flags(mine)
+    _, args = reconcile_flags(mine, recipe)
+    assert args.logger.logging_steps == default
+    rows = {row.name: row for row in setting_rows(mine, recipe, flag_words(train_flags(recipe, paths, "cpu")))}
+    assert (rows["logger.logging_steps"].origin, rows["logger.logging_steps"].value) == ("user", default)
+    assert rows["actor.adam.lr"].origin == "recipe" and rows["ckpt.path"].origin == "project (launch)"
+    assert rows["vllm.sync_backend"].origin == "project (CPU)"
+
+
 def test_a_flag_the_recipe_leaves_open_stays_yours(recipe, paths):
     mine = flag_words(launch_flags(recipe, paths, "cpu")) + ["--logger.logging_steps", "5"]
     _, args = reconcile_flags(mine, recipe)
@@ -78,6 +100,8 @@ def test_the_driver_check_wraps_train_ppo_rays_get_strategy(recipe, paths, monke
     args = SimpleNamespace(stale=True)
     main.get_strategy(args)
     assert seen == [args] and not hasattr(args, "stale") and args.algo.advantage.estimator == "rloo"
-    assert "set 19 settings" in capsys.readouterr().err
+    assert "where each comes from" in capsys.readouterr().err
     assert ["algo.advantage.estimator", "'gae'", "'rloo'", "advantage.estimator='rloo'"] in \
         run.run_info()["config_changes"]
+    assert ["algo.advantage.estimator", "'rloo'", "recipe", "'gae'", "advantage.estimator='rloo'"] in \
+        run.run_info()["settings"]

@@ -4,11 +4,15 @@ core's one rule on verl's own composed config, and the dataset checked against t
 from __future__ import annotations
 
 import copy
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_module
-from omegaconf import DictConfig, OmegaConf
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.recipe import load_recipe
@@ -16,9 +20,17 @@ from agentrl_plugins.recipe_schema import EnvironmentSection
 from agentrl_plugins.runs.rundir import RunDir
 from agentrl_plugins.user_config import ConfigConflictError, same
 
-from agentrl_verl.config import command, decided, launch_overrides, run_paths
+from agentrl_verl.config import ENTRYPOINT, command, decided, hydra_value, launch_overrides, run_paths
+from agentrl_verl.cpu.overrides import cpu_overrides
 from agentrl_verl.dataset import write_dataset
-from agentrl_verl.own_config import reconcile_config, value_at
+from agentrl_verl.own_config import (
+    CHECKED_KEY,
+    check_in_driver,
+    reconcile_config,
+    typed_overrides,
+    value_at,
+    verl_defaults,
+)
 from agentrl_verl.verl_plugin.trainer import check_dataset, start_recorder
 
 ACTOR = "actor_rollout_ref.actor."
@@ -85,6 +97,72 @@ def test_every_contradicting_setting_is_named_with_both_values_and_nothing_is_ch
     assert mine == before
 
 
+def typed_default(key: str) -> str:
+    """An override of ``key`` to verl's own default value (read from verl's config, not written here)."""
+    return f"{key}={hydra_value(value_at(verl_defaults(), key))}"
+
+
+def test_a_typed_value_equal_to_verls_default_is_yours_refused_where_the_recipe_decides(recipe, run):
+    overrides = launch_only(recipe, run, [typed_default(ACTOR + "optim.lr"),
+                                          typed_default("actor_rollout_ref.rollout.n")])
+    mine = composed(overrides)
+    with pytest.raises(ConfigConflictError) as error:
+        reconcile_config(mine, recipe, typed_overrides(overrides))
+    defaults = verl_defaults()
+    assert {c.name: (c.yours, c.value) for c in error.value.conflicts} == {
+        ACTOR + "optim.lr": (value_at(defaults, ACTOR + "optim.lr"), recipe.optim.lr),
+        "actor_rollout_ref.rollout.n": (value_at(defaults, "actor_rollout_ref.rollout.n"), recipe.rollout.group_size)}
+
+
+def test_a_typed_value_equal_to_verls_default_wins_where_verl_would_derive_it(recipe, run):
+    key = "actor_rollout_ref.rollout.response_length"
+    overrides = launch_only(recipe, run, [typed_default(key)])
+    mine = composed(overrides)
+    changes = reconcile_config(mine, recipe, typed_overrides(overrides))
+    assert same(value_at(mine, key), value_at(verl_defaults(), key)) and key not in {c.name for c in changes}
+    assert not same(value_at(mine, key), value_at(composed(full(recipe, run)), key)), "not the recipe's follower"
+
+
+@pytest.fixture()
+def hydra_job():
+    """Hydra's job config as ``main_ppo``'s driver sees it (``HydraConfig``), set from the composed overrides."""
+
+    def compose_job(overrides: list[str]) -> DictConfig:
+        with initialize_config_module(config_module="verl.trainer.config", version_base=None):
+            config = compose("ppo_trainer", overrides=overrides, return_hydra_config=True)
+        HydraConfig.instance().set_config(config)
+        with open_dict(config):
+            del config["hydra"]
+        return config
+
+    yield compose_job
+    HydraConfig.instance().cfg = None
+
+
+def test_the_driver_lists_every_setting_with_its_origin_from_what_was_typed(recipe, run, hydra_job, capsys):
+    cpu = command(cpu_overrides(recipe.train.seed))[len(ENTRYPOINT):]
+    prepared = full(recipe, run) + cpu
+    run.update_info(command=ENTRYPOINT + prepared)
+    config = hydra_job(prepared + ["trainer.save_freq=-1", typed_default("trainer.val_only")])
+    assert check_in_driver(config) and OmegaConf.select(config, CHECKED_KEY)
+    assert not check_in_driver(config), "once per run"
+    rows = {name: (value, origin) for name, value, origin, *_ in run.run_info()["settings"]}
+    assert rows["trainer.save_freq"] == ("-1", "user") and rows["trainer.val_only"] == ("False", "user")
+    assert rows[ACTOR + "optim.lr"] == (repr(recipe.optim.lr), "recipe")
+    assert rows["data.train_files"][1] == "project (launch)" and rows["trainer.device"] == ("'cpu'", "project (CPU)")
+    printed = capsys.readouterr().err
+    assert "2 user" in printed and "project (CPU)" in printed and "trainer.save_freq" in printed
+
+
+def test_a_conflict_stops_main_ppos_driver_before_ray_starts_with_its_own_type(recipe, run, tmp_path):
+    overrides = launch_only(recipe, run, [typed_default(ACTOR + "optim.lr")])
+    done = subprocess.run([sys.executable, "-P", "-m", "verl.trainer.main_ppo", *overrides], capture_output=True,
+                          text=True, timeout=600, cwd=tmp_path, env={**os.environ, "HYDRA_FULL_ERROR": "1"})
+    assert done.returncode != 0
+    assert "agentrl_plugins.user_config.ConfigConflictError: your verl config contradicts" in done.stderr
+    assert ACTOR + "optim.lr" in done.stderr and "ray init kwargs" not in done.stdout + done.stderr
+
+
 def test_a_setting_the_recipe_leaves_open_stays_yours(recipe, run):
     mine = composed(launch_only(recipe, run, [ACTOR + "ppo_max_token_len_per_gpu=4096", "trainer.save_freq=-1"]))
     reconcile_config(mine, recipe)
@@ -95,9 +173,11 @@ def test_the_trainer_checks_and_lists_before_anything_is_built(recipe, run, caps
     mine = composed(launch_only(recipe, run))
     recorder = start_recorder(mine)
     assert recorder is not None and recorder.run.path == run.path
-    assert "set " in capsys.readouterr().err
+    assert "where each comes from" in capsys.readouterr().err
     assert ["algorithm.adv_estimator", "'gae'", "'agentrl_rloo'", "advantage.estimator='rloo'"] in \
         run.run_info()["config_changes"]
+    assert ["algorithm.adv_estimator", "'agentrl_rloo'", "recipe", "'gae'", "advantage.estimator='rloo'"] in \
+        run.run_info()["settings"]
     assert start_recorder(composed([])) is None, "without +agentrl.recipe it is verl's own trainer"
 
 

@@ -1,10 +1,13 @@
 """Your own ``train_ppo_ray`` flags against the recipe: the core's one rule (:mod:`agentrl_plugins.user_config`),
 in OpenRLHF's driver before any actor is built.
 
-For each flag the recipe or the adapter decides (:func:`agentrl_openrlhf.config.decided`): left at
-OpenRLHF's default, the recipe's value is added and listed; equal to it, nothing happens; any other value
-is a :class:`~agentrl_plugins.user_config.ConfigConflictError` naming every such flag. Your values and
-OpenRLHF's defaults come from OpenRLHF's own parser; with changes, OpenRLHF's own parsing and validation
+For each flag the recipe or the adapter decides (:func:`agentrl_openrlhf.config.decided`): not on your
+command line, the recipe's value is added and listed; equal to it, nothing happens; any other value, or one you
+typed whatever it equals (OpenRLHF's default included), is a
+:class:`~agentrl_plugins.user_config.ConfigConflictError` naming every such flag. Your values, the flags you typed
+(:func:`typed_flags`) and OpenRLHF's defaults come from OpenRLHF's own parser; the origin table lists each flag as
+the recipe's, yours or the prepared command's (``run.json``'s ``command``: the CPU backend's choices and the
+launch's paths). With changes, OpenRLHF's own parsing and validation
 run again on your flags plus the recipe's (``train_ppo_ray`` derives settings from others, such as the
 vLLM batch size from ``rollout.batch_size``), and the driver's arguments become their result.
 
@@ -14,18 +17,22 @@ then ``get_strategy(args)``, which the hook wraps in the driver's ``__main__``.
 
 from __future__ import annotations
 
+import argparse
 import runpy
 import sys
+from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any, Callable
 
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.runs.rundir import RunDir
-from agentrl_plugins.user_config import SettingChange, changes_table, reconcile
+from agentrl_plugins.user_config import CPU, LAUNCH, Setting, SettingChange, origins, reconcile, same, settings_table
 
 from agentrl_openrlhf.config import CLI_MODULE, decided, flag_words
+from agentrl_openrlhf.cpu.launch import cpu_cluster_flags
 
+WHERE = "train_ppo_ray command line"
 CONFLICT_REMEDY = ("Drop or change these flags in your command, or change the recipe instead "
                    "(agentrl openrlhf prepare RECIPE -o KEY=VALUE, then the command it prints).")
 
@@ -66,6 +73,24 @@ def run_cli(argv: list[str], stop_at: str) -> Any:
     raise AgentRLError(f"{CLI_MODULE} finished without reaching {stop_at}: OpenRLHF's command line has changed")
 
 
+def typed_flags(argv: list[str]) -> dict[str, Any]:
+    """The flags ``argv`` sets, by name, with their values as OpenRLHF's own parser reads them; a flag left out is
+    absent, not its default."""
+    parse_args = argparse.ArgumentParser.parse_args
+
+    def without_defaults(parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> Any:
+        for action in parser._actions:
+            action.default = argparse.SUPPRESS
+        parser._defaults.clear()
+        return parse_args(parser, *args, **kwargs)
+
+    argparse.ArgumentParser.parse_args = without_defaults  # type: ignore[method-assign]
+    try:
+        return run_cli(argv, "hierarchize")
+    finally:
+        argparse.ArgumentParser.parse_args = parse_args  # type: ignore[method-assign]
+
+
 def reconcile_flags(argv: list[str], recipe: Recipe) -> tuple[list[SettingChange], SimpleNamespace | None]:
     """The rule on ``argv``: the changes, and OpenRLHF's validated arguments with them (None without any)."""
     settings = decided(recipe)
@@ -73,24 +98,48 @@ def reconcile_flags(argv: list[str], recipe: Recipe) -> tuple[list[SettingChange
     unknown = [s.name for s in settings if s.name not in defaults]
     if unknown:
         raise AgentRLError(f"{CLI_MODULE} has no flags {unknown}: OpenRLHF's command line has changed")
-    changes = reconcile(settings, yours, defaults, where="train_ppo_ray command line", recipe=recipe.name,
-                        remedy=CONFLICT_REMEDY)
+    changes = reconcile(settings, yours, defaults, where=WHERE, recipe=recipe.name, remedy=CONFLICT_REMEDY,
+                        typed=typed_flags(argv))
     if not changes:
         return [], None
     return changes, run_cli([*argv, *flag_words({c.name: c.value for c in changes})], "get_strategy")
 
 
+def setting_rows(argv: list[str], recipe: Recipe, prepared: Sequence[str] = ()) -> list[Setting]:
+    """The origin table of ``argv`` after the rule: the recipe's flags, then every other flag typed, the prepared
+    command's (``prepared``, its flags) or yours."""
+    typed, defaults = typed_flags(argv), run_cli([], "hierarchize")
+    return origins(decided(recipe), defaults, typed, project_origins(recipe, typed, typed_flags(list(prepared))))
+
+
+def project_origins(recipe: Recipe, typed: dict[str, Any], prepared: dict[str, Any]) -> dict[str, str]:
+    """The typed flags with the prepared command's values: the CPU backend's choices and the launch's."""
+    cpu = cpu_cluster_flags(recipe)
+    return {name: CPU if name in cpu else LAUNCH for name, value in typed.items()
+            if name in prepared and same(value, prepared[name])}
+
+
+def prepared_flags(run: RunDir | None) -> list[str]:
+    """The flags of the command ``agentrl openrlhf prepare`` wrote for ``run`` (none for a command of one's own)."""
+    command = run.run_info().get("command") if run is not None and run.run_file.is_file() else None
+    return list(command[command.index(CLI_MODULE) + 1:]) if command and CLI_MODULE in command else []
+
+
 def checked_get_strategy(original: Callable[[Any], Any], recipe: Recipe, run: RunDir | None) -> Callable[[Any], Any]:
-    """``get_strategy`` of the driver, after the rule has been applied to its arguments."""
+    """``get_strategy`` of the driver, after the rule has been applied to its arguments and the origin table
+    printed and recorded."""
 
     def get_strategy(args: Any) -> Any:
-        changes, validated = reconcile_flags(sys.argv[1:], recipe)
+        argv = sys.argv[1:]
+        changes, validated = reconcile_flags(argv, recipe)
         if validated is not None:
             vars(args).clear()
             vars(args).update(vars(validated))
-        print(changes_table(changes, "train_ppo_ray command line", recipe.name), file=sys.stderr, flush=True)
+        rows = setting_rows(argv, recipe, prepared_flags(run))
+        print(settings_table(rows, WHERE, recipe.name), file=sys.stderr, flush=True)
         if run is not None and run.run_file.is_file():
-            run.update_info(config_changes=[[c.name, repr(c.default), repr(c.value), c.source] for c in changes])
+            run.update_info(config_changes=[[c.name, repr(c.default), repr(c.value), c.source] for c in changes],
+                            settings=[row.row() for row in rows])
         return original(args)
 
     return get_strategy

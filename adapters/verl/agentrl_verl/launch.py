@@ -118,14 +118,15 @@ def plan(recipe: Recipe, options: RunOptions, prepare: bool = False) -> Launch:
 
 
 def prepare(recipe: Recipe, options: RunOptions) -> Launch:
-    """Write the run folder (recipe, ``run.json``, the dataset under ``data/``, ``main_ppo.sh``) and build the
-    model; returns the launch that trains in it."""
+    """Write the run folder (recipe, ``run.json`` with the prepared command, the dataset under ``data/``,
+    ``main_ppo.sh``) and build the model; returns the launch that trains in it."""
     launch = plan(recipe, options, prepare=True)
     if options.resume is None:
         launch.run.create(recipe, FRAMEWORK, {"model": options.model or recipe.train.model,
                                               "model_path": launch.paths.model,
                                               "ranks": launch.paths.ranks,
-                                              "nodes": launch.paths.nodes})
+                                              "nodes": launch.paths.nodes,
+                                              "command": launch.command})
         write_dataset(launch.paths.data_dir, recipe.environment)
         launch.write_script()
     return launch

@@ -1,28 +1,48 @@
 """Your own verl config against the recipe: the core's one rule (:mod:`agentrl_plugins.user_config`), applied
-in verl's trainer before anything is built.
+in ``main_ppo``'s driver before Ray starts (:func:`check_in_driver`), else in verl's trainer.
 
-For each setting the recipe or the adapter decides (:func:`agentrl_verl.config.decided`): left at verl's
-default, the recipe's value is set and listed; equal to it, nothing happens; any other value is a
+For each setting the recipe or the adapter decides (:func:`agentrl_verl.config.decided`): not among your
+overrides and at verl's default, the recipe's value is set; equal to it, nothing happens; any other value, or
+one you typed (Hydra's override list), whatever it equals, is a
 :class:`~agentrl_plugins.user_config.ConfigConflictError` naming every such setting. verl's defaults are its
-own ``ppo_trainer`` config, composed by Hydra with no overrides. verl has resolved its interpolations by
-then, so a default that follows a changed setting (``rollout.response_length`` follows
-``data.max_response_length``) is re-derived and listed too.
+own ``ppo_trainer`` config, composed by Hydra with no overrides. A default that follows a changed setting
+(``rollout.response_length`` follows ``data.max_response_length``) is re-derived and listed too, unless you
+typed it. The origin table lists each setting as the recipe's, yours, verl's default or the prepared command's
+(``run.json``'s ``command``: the CPU backend's choices and the launch's paths).
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator
+import sys
+from collections.abc import Collection, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 from agentrl_plugins.recipe_schema import Recipe
-from agentrl_plugins.user_config import SettingChange, reconcile, same
+from agentrl_plugins.runs.rundir import RunDir, read_recipe_file
+from agentrl_plugins.user_config import (
+    CPU,
+    LAUNCH,
+    Setting,
+    SettingChange,
+    origins,
+    reconcile,
+    same,
+    settings_table,
+)
 
-from agentrl_verl.config import decided
+from agentrl_verl.config import ENTRYPOINT, decided
+from agentrl_verl.cpu.overrides import cpu_overrides
+from agentrl_verl.names import SETTINGS_KEY
+from agentrl_verl.recipe_file import RECIPE_KEY, select
 
+CHECKED_KEY = f"{SETTINGS_KEY}.checked_in_driver"
+"""Set by :func:`check_in_driver` once the driver has applied the rule: verl's trainer leaves the config as it is."""
+WHERE = "verl config"
 CONFLICT_REMEDY = ("Drop or change these settings in your command or config, or change the recipe instead "
                    "(agentrl verl prepare RECIPE -o KEY=VALUE, then the command it prints).")
 
@@ -57,8 +77,10 @@ def interpolations(config: DictConfig, prefix: str = "") -> Iterator[tuple[str, 
                 yield from interpolations(child, path + ".")
 
 
-def followers(changes: list[SettingChange], config: DictConfig, defaults: DictConfig) -> list[SettingChange]:
-    """The defaults that interpolate a changed setting, where ``config`` still holds their old value."""
+def followers(changes: list[SettingChange], config: DictConfig, defaults: DictConfig,
+              typed: Collection[str] = ()) -> list[SettingChange]:
+    """The defaults that interpolate a changed setting, where ``config`` still holds their old value and the user
+    did not type them."""
     if not changes:
         return []
     updated = defaults.copy()
@@ -67,6 +89,8 @@ def followers(changes: list[SettingChange], config: DictConfig, defaults: DictCo
             OmegaConf.update(updated, change.name, change.value, force_add=True)
     found = []
     for key, text in interpolations(defaults):
+        if key in typed:
+            continue
         source = next((c.name for c in changes if re.search(re.escape(c.name) + r"(?![\w.])", text)), None)
         if source is None:
             continue
@@ -79,15 +103,82 @@ def followers(changes: list[SettingChange], config: DictConfig, defaults: DictCo
     return found
 
 
-def reconcile_config(config: DictConfig, recipe: Recipe) -> list[SettingChange]:
-    """Apply the rule to ``config`` in place; returns what changed, or raises naming every conflict."""
+def typed_overrides(words: Sequence[str]) -> dict[str, str]:
+    """Each setting Hydra's override ``words`` set (its key, without ``+``, ``++`` or ``~``) and the word that set it
+    last."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return {o.key_or_group: o.input_line or "" for o in OverridesParser.create().parse_overrides(list(words))}
+
+
+def reconcile_config(config: DictConfig, recipe: Recipe, typed: Collection[str] = ()) -> list[SettingChange]:
+    """Apply the rule to ``config`` in place; returns what changed, or raises naming every conflict. ``typed``: the
+    settings the user's overrides set (each the user's, whatever it equals)."""
     settings = decided(recipe)
     defaults = verl_defaults()
     changes = reconcile(settings, {s.name: value_at(config, s.name) for s in settings},
                         {s.name: value_at(defaults, s.name) for s in settings},
-                        where="verl config", recipe=recipe.name, remedy=CONFLICT_REMEDY)
-    changes += followers(changes, config, defaults)
+                        where=WHERE, recipe=recipe.name, remedy=CONFLICT_REMEDY, typed=typed)
+    changes += followers(changes, config, defaults, typed)
     with open_dict(config):
         for change in changes:
             OmegaConf.update(config, change.name, change.value, force_add=True)
     return changes
+
+
+def project_origins(recipe: Recipe, typed: dict[str, str], prepared: Collection[str]) -> dict[str, str]:
+    """The typed settings whose word is the prepared command's: the CPU backend's choices and the launch's."""
+    cpu = {key.lstrip("+") for key in cpu_overrides(recipe.train.seed)}
+    return {key: CPU if key in cpu else LAUNCH for key, word in typed.items() if word in prepared}
+
+
+def setting_rows(config: DictConfig, recipe: Recipe, changes: list[SettingChange], typed: dict[str, str],
+                 prepared: Collection[str] = ()) -> list[Setting]:
+    """The origin table of ``config`` after the rule: the recipe's settings, the defaults that follow them, then
+    every other typed setting (``prepared``: the prepared command's words)."""
+    settings, defaults = decided(recipe), verl_defaults()
+    values = {key: plain_at(config, key) for key in typed}
+    return origins(settings, {key: plain_at(defaults, key) for key in [*values, *(s.name for s in settings)]},
+                   values, project_origins(recipe, typed, prepared),
+                   [c for c in changes if c.source.startswith("follows ")])
+
+
+def plain_at(config: DictConfig, key: str) -> Any:
+    """:func:`value_at`, or the text of an interpolation that cannot be resolved on its own."""
+    try:
+        return value_at(config, key)
+    except Exception:
+        return str(OmegaConf.select(config, key, default=None, throw_on_resolution_failure=False))
+
+
+def record(run: RunDir, recipe: Recipe, changes: list[SettingChange], rows: list[Setting]) -> None:
+    """Print the origin table where the user looks and keep it (and the changes) in ``run.json``."""
+    print(settings_table(rows, WHERE, recipe.name), file=sys.stderr, flush=True)
+    if run.run_file.is_file():
+        run.update_info(config_changes=[[c.name, repr(c.default), repr(c.value), c.source] for c in changes],
+                        settings=[row.row() for row in rows])
+
+
+def prepared_words(run: RunDir) -> list[str]:
+    """The override words of the command ``agentrl verl prepare`` wrote for ``run`` (none for a command of one's
+    own)."""
+    command = run.run_info().get("command") if run.run_file.is_file() else None
+    return list(command[len(ENTRYPOINT):]) if command else []
+
+
+def check_in_driver(config: DictConfig) -> bool:
+    """In ``main_ppo``'s driver, before Ray starts: the rule on ``config`` with the overrides the user typed
+    (Hydra's task overrides), the origin table printed and recorded; whether it ran (a config naming a recipe, in a
+    Hydra job). A conflict is raised here, in the driver, as a ``ConfigConflictError``."""
+    from hydra.core.hydra_config import HydraConfig
+
+    path = select(config, RECIPE_KEY)
+    if path is None or select(config, CHECKED_KEY) or not HydraConfig.initialized():
+        return False
+    recipe, run = read_recipe_file(Path(str(path))), RunDir(Path(str(path)).parent)
+    typed = typed_overrides(HydraConfig.get().overrides.task)
+    changes = reconcile_config(config, recipe, typed)
+    record(run, recipe, changes, setting_rows(config, recipe, changes, typed, prepared_words(run)))
+    with open_dict(config):
+        OmegaConf.update(config, CHECKED_KEY, True, force_add=True)
+    return True

@@ -3,7 +3,8 @@
 Each registering module registers when imported, and is imported once the part of verl it registers into is
 (:mod:`agentrl_verl.after_import`): every agentrl advantage estimator and a policy loss per correction with verl's
 ``core_algos``, the on-policy update's loss (inert unless asked for) with its engine workers, an agent loop per
-environment with its agent loops, and the recording ``sync`` trainer with its v1 trainers. With
+environment with its agent loops, the recording ``sync`` trainer with its v1 trainers, and the driver's check of
+verl's config against the recipe with ``validate_config`` (:mod:`.driver`). With
 ``VERL_PLATFORM=cpu``, the CPU platform is registered at once, the rollout backend and each CPU workaround with
 their part of verl. A process that never imports a part does not pay for it: a run's rollout-server and
 load-balancer processes never import the agent loops (two seconds each). ``import verl`` comes first: whichever of
@@ -19,6 +20,7 @@ import verl  # noqa: F401
 
 from agentrl_verl import cpu
 from agentrl_verl.after_import import after_import
+from agentrl_verl.verl_plugin import driver
 
 REGISTRATIONS = {
     "verl.trainer.ppo.core_algos": ("agentrl_verl.verl_plugin.estimators", "agentrl_verl.verl_plugin.losses"),
@@ -39,5 +41,6 @@ def import_modules(modules: tuple[str, ...], _: ModuleType) -> None:
 CPU_WORKAROUNDS = cpu.activate() if cpu.requested() else {}
 for _verl_module, _modules in REGISTRATIONS.items():
     after_import(_verl_module, functools.partial(import_modules, _modules), name=f"import {', '.join(_modules)}")
+after_import("verl.utils.config", driver.install, name="agentrl_verl.verl_plugin.driver.install")
 
 __all__ = ["CPU_WORKAROUNDS", "REGISTRATIONS"]

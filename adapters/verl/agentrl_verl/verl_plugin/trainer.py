@@ -11,7 +11,6 @@ unchanged. With it, before anything is built, verl's config is checked against t
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +26,9 @@ from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.plugins import get_plugin_manager
 from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.runs.figures import loss_token_mean
-from agentrl_plugins.user_config import changes_table
 
 from agentrl_verl.names import ON_POLICY_KEY, PREFIX
-from agentrl_verl.own_config import reconcile_config, value_at
+from agentrl_verl.own_config import CHECKED_KEY, reconcile_config, record, setting_rows, value_at
 from agentrl_verl.recipe_file import RECIPE_KEY, select
 from agentrl_verl.recorder import ENTROPY_KEY, StepRecorder
 from agentrl_verl.verl_plugin.estimators import TURNS_FIELD, carried_sessions, carried_turns
@@ -120,15 +118,17 @@ def unscored_old_policy(batch: Any) -> Any:
 
 
 def start_recorder(config: Any) -> StepRecorder | None:
-    """The run's recorder after the checks, or None when verl's config names no recipe."""
+    """The run's recorder after the checks, or None when verl's config names no recipe. The rule on verl's config
+    ran in ``main_ppo``'s driver (:func:`~agentrl_verl.own_config.check_in_driver`); without a driver that ran it,
+    it runs here, where the overrides the user typed are unknown (values are compared with verl's defaults)."""
     path = select(config, RECIPE_KEY)
     if path is None:
         return None
     recorder = StepRecorder.for_recipe_file(Path(str(path)))
     check_dataset(config, recorder.recipe)
-    changes = reconcile_config(config, recorder.recipe)
-    print(changes_table(changes, "verl config", recorder.recipe.name), file=sys.stderr, flush=True)
-    recorder.run.update_info(config_changes=[[c.name, repr(c.default), repr(c.value), c.source] for c in changes])
+    if not select(config, CHECKED_KEY):
+        changes = reconcile_config(config, recorder.recipe)
+        record(recorder.run, recorder.recipe, changes, setting_rows(config, recorder.recipe, changes, {}))
     return recorder
 
 
