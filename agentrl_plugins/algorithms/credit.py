@@ -137,12 +137,13 @@ outcomes leave a spread near 1e-17), and dividing a turn's O(1) term by that spr
 group has no outcome to learn from."""
 
 
-def episode_statistics(returns: Sequence[float], sizes: Sequence[float], credit: CreditInputs,
+def episode_statistics(returns: Sequence[float], credit: CreditInputs,
                        masked_in_baseline: bool) -> tuple[Tensor, Tensor, Tensor]:
     """Per row (float64): its episode return minus its group's mean, the group's standard deviation (over n - 1),
     and whether it gets an advantage: kept, in a group of at least two, whose returns spread by more than
-    :data:`SPREAD_RTOL` of the largest of their ``sizes`` (each return's sum of the absolute terms it adds up)."""
+    :data:`SPREAD_RTOL` of the largest of their sizes (each episode's sum of the absolute rewards it adds up)."""
     values = credit.rewards.new_tensor(returns, dtype=torch.float64)
+    sizes = [_size(turns, float(reward)) for turns, reward in zip(credit.turns, credit.rewards)]
     with torch.no_grad():
         centered, std, out = group_statistics(values, credit.group_ids, credit.valid, masked_in_baseline)
     inv = torch.unique(credit.group_ids, return_inverse=True)[1]
@@ -178,8 +179,7 @@ def gigpo(credit: CreditInputs, *, masked_in_baseline: bool = True, gamma: float
     """
     valid = credit.valid.to(torch.bool)
     member = torch.ones_like(valid) if masked_in_baseline else valid
-    sizes = [_size(turns, float(reward)) for turns, reward in zip(credit.turns, credit.rewards)]
-    centered, std, spread = episode_statistics(episode_returns(credit), sizes, credit, masked_in_baseline)
+    centered, std, spread = episode_statistics(episode_returns(credit), credit, masked_in_baseline)
     episode = torch.where(spread, centered / (std + eps), 0.0)
     returns = [discounted_returns(turns, float(reward), gamma) for turns, reward in zip(credit.turns, credit.rewards)]
     groups: dict[tuple[int, Hashable], list[tuple[int, int]]] = defaultdict(list)
@@ -211,7 +211,6 @@ def grpo_turns(credit: CreditInputs, *, masked_in_baseline: bool = True, gamma: 
     spread within :data:`SPREAD_RTOL` of the returns' size is none."""
     returns = [discounted_returns(turns, float(reward), gamma) for turns, reward in zip(credit.turns, credit.rewards)]
     whole = [row[0] if row else float(reward) for row, reward in zip(returns, credit.rewards)]
-    sizes = [_size(turns, float(reward)) for turns, reward in zip(credit.turns, credit.rewards)]
-    centered, std, spread = episode_statistics(whole, sizes, credit, masked_in_baseline)
+    centered, std, spread = episode_statistics(whole, credit, masked_in_baseline)
     return [[(float(centered[row]) + (value - whole[row])) / (float(std[row]) + eps) if spread[row] else 0.0
              for value in row_returns] for row, row_returns in enumerate(returns)]
