@@ -18,10 +18,11 @@ then ``get_strategy(args)``, which the hook wraps in the driver's ``__main__``.
 from __future__ import annotations
 
 import argparse
+import functools
 import runpy
 import sys
-from collections.abc import Sequence
-from types import SimpleNamespace
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType, SimpleNamespace
 from typing import Any, Callable
 
 from agentrl_plugins.errors import AgentRLError
@@ -73,6 +74,12 @@ def run_cli(argv: list[str], stop_at: str) -> Any:
     raise AgentRLError(f"{CLI_MODULE} finished without reaching {stop_at}: OpenRLHF's command line has changed")
 
 
+@functools.cache
+def openrlhf_defaults() -> Mapping[str, Any]:
+    """``train_ppo_ray``'s own defaults, by flag name (its parser on an empty command line), read once."""
+    return MappingProxyType(run_cli([], "hierarchize"))
+
+
 def typed_flags(argv: list[str]) -> dict[str, Any]:
     """The flags ``argv`` sets, by name, with their values as OpenRLHF's own parser reads them; a flag left out is
     absent, not its default."""
@@ -94,7 +101,7 @@ def typed_flags(argv: list[str]) -> dict[str, Any]:
 def reconcile_flags(argv: list[str], recipe: Recipe) -> tuple[list[SettingChange], SimpleNamespace | None]:
     """The rule on ``argv``: the changes, and OpenRLHF's validated arguments with them (None without any)."""
     settings = decided(recipe)
-    yours, defaults = run_cli(argv, "hierarchize"), run_cli([], "hierarchize")
+    yours, defaults = run_cli(argv, "hierarchize"), openrlhf_defaults()
     unknown = [s.name for s in settings if s.name not in defaults]
     if unknown:
         raise AgentRLError(f"{CLI_MODULE} has no flags {unknown}: OpenRLHF's command line has changed")
@@ -108,8 +115,9 @@ def reconcile_flags(argv: list[str], recipe: Recipe) -> tuple[list[SettingChange
 def setting_rows(argv: list[str], recipe: Recipe, prepared: Sequence[str] = ()) -> list[Setting]:
     """The origin table of ``argv`` after the rule: the recipe's flags, then every other flag typed, the prepared
     command's (``prepared``, its flags) or yours."""
-    typed, defaults = typed_flags(argv), run_cli([], "hierarchize")
-    return origins(decided(recipe), defaults, typed, project_origins(recipe, typed, typed_flags(list(prepared))))
+    typed = typed_flags(argv)
+    return origins(decided(recipe), openrlhf_defaults(), typed,
+                   project_origins(recipe, typed, typed_flags(list(prepared))))
 
 
 def project_origins(recipe: Recipe, typed: dict[str, Any], prepared: dict[str, Any]) -> dict[str, str]:

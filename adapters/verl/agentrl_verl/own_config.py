@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
+from omegaconf.errors import OmegaConfBaseException
 
 from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.runs.rundir import RunDir, read_recipe_file
@@ -147,7 +148,7 @@ def plain_at(config: DictConfig, key: str) -> Any:
     """:func:`value_at`, or the text of an interpolation that cannot be resolved on its own."""
     try:
         return value_at(config, key)
-    except Exception:
+    except OmegaConfBaseException:
         return str(OmegaConf.select(config, key, default=None, throw_on_resolution_failure=False))
 
 
