@@ -178,6 +178,7 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "correction.cap": (lambda v: _finite(v) and v > 0, "finite and > 0"),
     "correction.low": (lambda v: _finite(v) and v > 0, "finite and > 0"),
     "correction.high": (_finite, "finite"),
+    "mismatch.min_pearson": (lambda v: _finite(v) and -1 <= v <= 1, "in [-1, 1]"),
     "rollout.tasks_per_step": (_at_least_one, "at least 1"),
     "rollout.temperature": (lambda v: _finite(v) and v >= 0, "finite and >= 0"),
     "rollout.top_p": (lambda v: _finite(v) and 0 < v <= 1, "in (0, 1]"),

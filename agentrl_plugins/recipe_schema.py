@@ -54,6 +54,15 @@ class CorrectionSection:
 
 
 @dataclass
+class MismatchSection:
+    """The gate on the sampler/learner mismatch (measured on every step in every framework): below
+    ``min_pearson`` a step warns, or stops the run; ``off`` does neither."""
+
+    gate: Literal["warn", "stop", "off"] = "warn"
+    min_pearson: float = 0.99
+
+
+@dataclass
 class TurnRewardSection:
     name: str = "none"
     signal: str = ""
@@ -123,6 +132,7 @@ SECTIONS: dict[str, type] = {
     "advantage": AdvantageSection,
     "loss": LossSection,
     "correction": CorrectionSection,
+    "mismatch": MismatchSection,
     "turn_reward": TurnRewardSection,
     "filtering": FilteringSection,
     "rollout": RolloutSection,
@@ -142,6 +152,7 @@ class Recipe:
     advantage: AdvantageSection = field(default_factory=AdvantageSection)
     loss: LossSection = field(default_factory=LossSection)
     correction: CorrectionSection = field(default_factory=CorrectionSection)
+    mismatch: MismatchSection = field(default_factory=MismatchSection)
     turn_reward: TurnRewardSection = field(default_factory=TurnRewardSection)
     filtering: FilteringSection = field(default_factory=FilteringSection)
     rollout: RolloutSection = field(default_factory=RolloutSection)

@@ -11,6 +11,7 @@ import torch
 
 from agentrl_plugins.algorithm import RecipeAlgorithm
 from agentrl_plugins.algorithms.corrections import limited_fraction
+from agentrl_plugins.algorithms.mismatch import mismatch_figures
 from agentrl_plugins.compare.batch import ParityBatch, ParityResult
 from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.runs.figures import loss_token_mean
@@ -34,6 +35,7 @@ def reference(recipe: Recipe, batch: ParityBatch, plugin_manager=None) -> Parity
         "is_capped_fraction": limited_fraction(correction.metrics),
         "entropy": loss_token_mean(batch.entropies, mask),
         "policy_tokens": float(mask.sum().item()),
+        **mismatch_figures(batch.old_logprobs, batch.sampler_logprobs, mask),
     }
     return ParityResult("core", advantages.values.detach(), correction.weights, value.item(), gradient,
                         figures=figures)

@@ -11,11 +11,12 @@ from typing import Sequence
 
 from torch import Tensor
 
+from agentrl_plugins.algorithms.mismatch import MISMATCH_FIGURES
 from agentrl_plugins.runs.evaluate import honest_pass
 from agentrl_plugins.types import REDUNDANT_SIGNAL, Trajectory
 
 FIGURES = ("train_reward", "hacked_fraction", "filtered_fraction", "clip_fraction", "is_capped_fraction", "entropy",
-           "policy_tokens")
+           "policy_tokens", *MISMATCH_FIGURES)
 """The ``metrics.jsonl`` figures a training step makes, checked per framework on the parity batch."""
 
 

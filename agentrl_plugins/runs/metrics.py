@@ -27,6 +27,9 @@ class StepMetrics:
     :mod:`agentrl_plugins.gateway`; 0 for the episode runner's episodes); each None without such an episode (and
     in rows written before they existed).
 
+    The sampler/learner mismatch over the step's loss tokens (``mismatch_*``,
+    :mod:`agentrl_plugins.algorithms.mismatch`): None where the step did not measure it.
+
     Time, the same in every framework: ``seconds`` is the training step's wall time, its rollout and its update,
     without any evaluation (0 at step 0); ``rollout_seconds`` the part of it until the step's episodes were
     played and scored; ``eval_seconds`` the held-out evaluation this row reports (None without one; verl does not
@@ -50,6 +53,12 @@ class StepMetrics:
     drift_per_episode: float | None = None
     rollout_seconds: float | None = None
     eval_seconds: float | None = None
+    mismatch_pearson: float | None = None
+    mismatch_k3_kl: float | None = None
+    mismatch_ppl_ratio: float | None = None
+    mismatch_chi2_token: float | None = None
+    mismatch_chi2_seq: float | None = None
+    mismatch_gap_max: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -95,6 +95,11 @@ def test_two_real_openrlhf_steps_on_the_cpu_backend(tmp_path, tokenizer):
         assert row.filtered_fraction == step["filtered_episodes"] / step["episodes"]
         assert (row.entropy is None) == (step["policy_tokens"] == 0), "no entropy over no loss token (OpenRLHF: NaN)"
         assert row.seconds > 0 and 0 < row.rollout_seconds < row.seconds and row.eval_seconds > 0
+        assert step["mismatch"]["tokens"] == step["policy_tokens"], "the actor's log-probs against the engine's"
+        if step["policy_tokens"]:
+            assert row.mismatch_pearson > 0.99 and row.mismatch_k3_kl >= 0 and row.mismatch_gap_max > 0
+        else:
+            assert row.mismatch_pearson is None
     assert rows[0].seconds == 0 and rows[0].eval_seconds > 0
     assert (run.path / "report.md").is_file() and (run.path / "curves.png").is_file()
 

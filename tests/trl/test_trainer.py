@@ -135,6 +135,26 @@ def test_a_known_mismatch_changes_the_loss_as_the_core_reference_says(tmp_path, 
     assert expected == pytest.approx(2 * aggregate_loss(unweighted.per_token_loss, mask, aggregation).item(), abs=1e-6)
 
 
+@pytest.mark.parametrize("correction", ["none", "token_tis"])
+def test_a_known_mismatch_gives_its_figures_from_the_update_or_the_correction_pass(tmp_path, model, tokenizer,
+                                                                                   scripted, correction):
+    """The sampler reports the learner's log-probs minus ln 3 on every token (d = ln 3): without a correction the
+    figures come from the update's own forward (TRL computes no old policy), with one from the correction's."""
+    trainer, _ = make_trainer(tmp_path, model, tokenizer, scripted(SCRIPTS, logprob_offset=-LOG3),
+                              **{"correction.name": correction})
+    output = trainer._generate_and_score_completions([dict(row) for row in INPUTS])
+    assert (trainer.mismatch.tokens == 0) == (correction == "none"), "measured in the update, not before it"
+    trainer.compute_loss(trainer.model, output)
+    figures = trainer.mismatch.figures()
+    mask = output["completion_mask"] * output["tool_mask"]
+    assert trainer.mismatch.tokens == mask.sum().item() > 0
+    assert figures["mismatch_pearson"] == pytest.approx(1.0, abs=1e-9), "p and p/3 correlate exactly"
+    assert figures["mismatch_k3_kl"] == pytest.approx(3 - LOG3 - 1, abs=1e-5)
+    assert figures["mismatch_ppl_ratio"] == pytest.approx(1 / 3, abs=1e-5)
+    assert figures["mismatch_chi2_token"] == pytest.approx(8.0, abs=1e-4)
+    assert figures["mismatch_gap_max"] == pytest.approx(LOG3, abs=1e-5)
+
+
 def test_two_real_training_steps_write_the_run_folder(tmp_path, model, tokenizer, scripted):
     trainer, run = make_trainer(tmp_path, model, tokenizer, scripted(EVERY_FAMILY))
     before = [p.detach().clone() for p in trainer.model.parameters()]
@@ -148,6 +168,7 @@ def test_two_real_training_steps_write_the_run_folder(tmp_path, model, tokenizer
         assert 0.0 <= row["train_reward"] <= 1.0 and row["heldout_pass1"] is not None
         assert row["policy_tokens"] > 0 and row["seconds"] > 0
         assert 0 < row["rollout_seconds"] < row["seconds"] and row["eval_seconds"] > 0
+        assert row["mismatch_pearson"] > 0.999 and row["mismatch_gap_max"] < 1e-3, "the sampler is the learner"
     assert rows[0]["seconds"] == 0 and rows[0]["rollout_seconds"] is None and rows[0]["eval_seconds"] > 0
     assert (run.checkpoints / "checkpoint-2").is_dir()
 

@@ -229,10 +229,15 @@ def test_filtered_episodes_carry_no_loss(run, model_dir, episodes, verl):
 
 def test_rollout_and_trainer_logprobs_agree(run, model_dir, episodes, verl):
     """verl's trainer forward (packed rows, the packed-sequence attention) against the sampler's log-probs, as the
-    on-policy update measures it in its own forward; then the starting policy recomputed by Hugging Face alone."""
-    gaps = [verl[step]["actor/agentrl/rollout_logprob_gap_max"] for step in range(1, STEPS + 1)]
+    on-policy update measures it in its own forward (the mismatch figures of every step's row, from the sums each
+    micro-batch's loss logs); then the starting policy recomputed by Hugging Face alone."""
+    rows = [row for row in RunDir(run).read_metrics() if row.step > 0]
     assert "training/rollout_probs_diff_max" not in verl[1], "verl's figure needs the old-log-prob pass it skipped"
+    assert len(rows) == STEPS and all(row.mismatch_pearson > 0.9999 for row in rows)
+    assert all(verl[row.step]["actor/agentrl/mismatch/tokens"] > 0 for row in rows)
+    gaps = [row.mismatch_gap_max for row in rows]
     assert max(gaps) < LOGPROB_TOLERANCE and any(gap > 0 for gap in gaps)
+    assert all(0 <= row.mismatch_k3_kl < 1e-6 and abs(row.mismatch_ppl_ratio - 1) < 1e-4 for row in rows)
     model = policy(model_dir, run, 0)
     for episode in [e for e in episodes if e.weights_version == 0][:4]:
         recomputed = model_logprobs(model, episode.prompt_ids, episode.response_ids)

@@ -22,16 +22,18 @@ from __future__ import annotations
 
 import functools
 import json
+import operator
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 import torch
 
 from agentrl_plugins.algorithm import check_finite_loss
+from agentrl_plugins.algorithms.mismatch import MismatchSums
 from agentrl_plugins.plugins import get_plugin_manager
 from agentrl_plugins.runs.figures import EpisodeCounts, episode_figures
 from agentrl_plugins.runs.metrics import StepMetrics, finite, logged_figures
@@ -58,13 +60,15 @@ EVAL_SAMPLES = ("openrlhf.trainer.ppo_utils.samples_generator", "SamplesGenerato
 @dataclass(frozen=True)
 class StepRows:
     """One step's episodes, their mean reward, its loss tokens (every row's, an agent program's later segments
-    included) and the compact-filtered episodes' (zero when filtering holds)."""
+    included), the compact-filtered episodes' (zero when filtering holds) and the sampler/learner mismatch sums
+    over the loss tokens (None without the rollout engine's log-probs)."""
 
     episodes: int
     train_reward: float
     policy_tokens: int
     filtered_episodes: int
     filtered_loss_tokens: int
+    mismatch: MismatchSums | None = None
 
 
 @dataclass
@@ -88,9 +92,18 @@ class StepRecorder:
         return time.monotonic() - self.started
 
 
+def mismatch_sums(experiences: Sequence[Any]) -> MismatchSums | None:
+    """The mismatch sums of the actor's old-policy log-probs (``action_log_probs``) against the rollout engine's,
+    over each experience's loss tokens; None when an experience has no engine log-probs."""
+    if not experiences or any(e.rollout_log_probs is None or e.action_log_probs is None for e in experiences):
+        return None
+    return functools.reduce(operator.add, (MismatchSums.of(e.action_log_probs, e.rollout_log_probs, e.action_mask)
+                                           for e in experiences))
+
+
 def step_rows(experiences: Sequence[Any]) -> StepRows:
     """Count a step's episodes (rows that are not later segments) and their mean reward, loss tokens
-    (``action_mask``) over every row, and those of rows logged ``filtered``."""
+    (``action_mask``) over every row, those of rows logged ``filtered``, and the mismatch sums."""
     masks = [e.action_mask for e in experiences]
     filtered = [e.info["filtered"].reshape(-1).bool() if "filtered" in e.info else torch.zeros(len(m), dtype=bool)
                 for e, m in zip(experiences, masks)]
@@ -99,7 +112,8 @@ def step_rows(experiences: Sequence[Any]) -> StepRows:
     return StepRows(episodes=int(sum(rows.sum() for rows in episode)), train_reward=rewards.float().mean().item(),
                     policy_tokens=int(sum(m.sum() for m in masks)),
                     filtered_episodes=int(sum((f & rows).sum() for f, rows in zip(filtered, episode))),
-                    filtered_loss_tokens=int(sum(m[f].sum() for m, f in zip(masks, filtered))))
+                    filtered_loss_tokens=int(sum(m[f].sum() for m, f in zip(masks, filtered))),
+                    mismatch=mismatch_sums(experiences))
 
 
 def episode_counts(experiences: Sequence[Any]) -> list[EpisodeCounts]:
@@ -134,7 +148,7 @@ def train_row(step: int, status: dict[str, Any], rows: StepRows, seconds: float,
         clip_fraction=finite(status.get("ppo_clip_ratio")),
         is_capped_fraction=finite(status.get("is_filter_ratio", 0.0)), entropy=finite(status.get("entropy_loss")),
         policy_tokens=rows.policy_tokens, seconds=seconds, rollout_seconds=finite(status.get("timing/generation")),
-        **episode_figures(episodes))
+        **episode_figures(episodes), **({} if rows.mismatch is None else rows.mismatch.figures()))
 
 
 def _numbers(status: dict[str, Any]) -> dict[str, float]:
@@ -196,7 +210,7 @@ def save_logs_method(original: Any) -> Any:
         recorder = self.agentrl_recorder
         rows = self.experience_maker.agentrl_step_rows
         with open(recorder.run.path / STEPS_FILE, "a") as handle:
-            handle.write(json.dumps({"step": global_step, **rows.__dict__, "status": _numbers(logs_dict)}) + "\n")
+            handle.write(json.dumps({"step": global_step, **asdict(rows), "status": _numbers(logs_dict)}) + "\n")
         row = train_row(global_step, logs_dict, rows, recorder.seconds(), self.experience_maker.agentrl_episodes)
         if _evaluates(self, global_step):
             recorder.pending = row

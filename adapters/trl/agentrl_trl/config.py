@@ -158,6 +158,11 @@ def mappings(recipe: Recipe) -> list[ComponentMapping]:
         ComponentMapping("correction.name", recipe.correction.name, "advantages (B, T)", "injected",
                          "per-token weights from the sampler's log-probs folded into the advantages; "
                          "TRL's own IS correction (vLLM only) is switched off"),
+        ComponentMapping("mismatch.gate", recipe.mismatch.gate, "AgentGRPOTrainer", "injected",
+                         "the learner's log-probs before the update (the update's own forward where it is "
+                         "on-policy) against the sampler's, per step"),
+        ComponentMapping("mismatch.min_pearson", recipe.mismatch.min_pearson, "RunRecorder", "injected",
+                         "checked on every recorded step"),
         ComponentMapping("filtering.compact", recipe.filtering.compact, "tool_mask rows zeroed", "injected",
                          f"reasons {recipe.filtering.reasons}; mask_truncated_completions=False"),
         ComponentMapping("filtering.reasons", recipe.filtering.reasons, "tool_mask rows zeroed", "injected",

@@ -136,7 +136,7 @@ def compute(recipe: Recipe, batch: ParityBatch) -> ParityResult:
     loss = trainer.compute_loss(trainer.model, output)
     mapping = mapping_rows(describe(recipe))
     rejects = recording.corrections_made[-1].metrics["masked_fraction"] > 0
-    figures = step_figures(trainer._metrics["train"], trainer.step_stats)
+    figures = step_figures(trainer._metrics["train"], trainer.step_stats, trainer.mismatch)
     return ParityResult("trl", recording.advantages_made[-1].values, recording.corrections_made[-1].weights,
                         loss.item(), gradient(loss, logprobs), versions("trl", "transformers", "agentrl-trl"),
                         mapping, by_design(recipe, mapping), figures,

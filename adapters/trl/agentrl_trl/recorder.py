@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 from transformers import TrainerCallback
 
+from agentrl_plugins.algorithms.mismatch import MismatchSums
 from agentrl_plugins.runs.evaluate import Evaluation
 from agentrl_plugins.runs.figures import EPISODE_FIGURES
 from agentrl_plugins.runs.metrics import StepMetrics, logged_figures
@@ -62,7 +63,7 @@ class RunRecorder(TrainerCallback):
             seconds=seconds,
             rollout_seconds=self.trainer.step_stats["rollout_seconds"],
             eval_seconds=time.monotonic() - started if evaluation else None,
-            **step_figures(trl_metrics, self.trainer.step_stats),
+            **step_figures(trl_metrics, self.trainer.step_stats, self.trainer.mismatch),
         )
         record_step(self.run, row, self.hooks)
         for name, value in logged_figures(row).items():
@@ -77,11 +78,11 @@ CLIP_METRICS = ("clip_ratio/region_mean", "cispo_clip_ratio")
 """TRL's clip figure: the clip region of its clipped losses, or the capped weights of its cispo loss."""
 
 
-def step_figures(trl_metrics: dict[str, list[float]], stats: dict[str, Any]) -> dict[str, Any]:
+def step_figures(trl_metrics: dict[str, list[float]], stats: dict[str, Any], mismatch: MismatchSums) -> dict[str, Any]:
     """A step's figures (:data:`~agentrl_plugins.runs.figures.FIGURES`) from TRL's logged metrics (a value per
     micro-batch of each of the step's updates: TRL's clip region, or its cispo loss's capped weights, and its
-    entropy, each a mean over that micro-batch's loss tokens) and the trainer's step statistics (the episode
-    figures among them)."""
+    entropy, each a mean over that micro-batch's loss tokens), the trainer's step statistics (the episode
+    figures among them) and its mismatch sums."""
     clip = next((trl_metrics[key] for key in CLIP_METRICS if trl_metrics.get(key)), None)
     return {
         "train_reward": stats["train_reward"],
@@ -92,6 +93,7 @@ def step_figures(trl_metrics: dict[str, list[float]], stats: dict[str, Any]) -> 
         "entropy": _mean(trl_metrics.get("entropy")),
         "policy_tokens": stats["policy_tokens"],
         **{name: stats[name] for name in EPISODE_FIGURES},
+        **mismatch.figures(),
     }
 
 

@@ -12,6 +12,7 @@ from trl.trainer.utils import use_adapter
 from agentrl_plugins.algorithm import Advantages, RecipeAlgorithm
 from agentrl_plugins.algorithms.aggregation import row_scale
 from agentrl_plugins.algorithms.corrections import limited_fraction
+from agentrl_plugins.algorithms.mismatch import MismatchSums
 from agentrl_plugins.batch import TrajectoryBatch
 from agentrl_plugins.runs.figures import EpisodeCounts, episode_figures
 from agentrl_plugins.segments import LaterSegments, with_later_segments
@@ -35,7 +36,35 @@ class AgentGRPOTrainer(GRPOTrainer):
         self.algorithm = algorithm
         self.episode_rollout = rollout
         self.step_stats: dict[str, float | None] = {}
+        self.mismatch = MismatchSums()
+        self._mismatch_in_update = False
+        self._scoring_loss: dict[str, Any] | None = None
         super().__init__(*args, reward_funcs=[episode_reward], rollout_func=rollout, **kwargs)
+
+    def _measure_mismatch(self, output: dict[str, Any], learner: torch.Tensor, mask: torch.Tensor) -> None:
+        """The mismatch sums now, where ``learner`` holds the learner's log-probs before the update (TRL's old
+        policy or the correction's forward); otherwise from the update's own forward, which is on-policy exactly
+        then (:meth:`_compute_loss`)."""
+        uncorrected = self.algorithm.recipe.correction.name == "none"
+        self._mismatch_in_update = output.get("old_per_token_logps") is None and uncorrected
+        self.mismatch = MismatchSums() if self._mismatch_in_update else MismatchSums.of(
+            learner, output["sampling_per_token_logps"], mask)
+
+    def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> torch.Tensor:
+        self._scoring_loss = inputs if self._mismatch_in_update else None
+        try:
+            return super()._compute_loss(model, inputs)
+        finally:
+            self._scoring_loss = None
+
+    def _get_per_token_logps_and_entropies(self, *args: Any, **kwargs: Any) -> Any:
+        result = super()._get_per_token_logps_and_entropies(*args, **kwargs)
+        inputs = self._scoring_loss
+        if inputs is not None:
+            self._scoring_loss = None
+            mask = inputs["completion_mask"] * inputs["tool_mask"]
+            self.mismatch += MismatchSums.of(result[0], inputs["sampling_per_token_logps"], mask)
+        return result
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         started = time.monotonic()
@@ -48,8 +77,10 @@ class AgentGRPOTrainer(GRPOTrainer):
         valid = advantages.valid.to(output["tool_mask"].device)
         tool_mask = output["tool_mask"] * valid[:, None].to(output["tool_mask"].dtype)
         mask = output["completion_mask"] * tool_mask
-        correction = self.algorithm.correct(self._learner_logps(output), output["sampling_per_token_logps"],
+        learner = self._learner_logps(output)
+        correction = self.algorithm.correct(learner, output["sampling_per_token_logps"],
                                             mask.to(output["sampling_per_token_logps"].dtype))
+        self._measure_mismatch(output, learner, mask)
         nonempty = int((mask.sum(-1) > 0).sum())
         scale = row_scale(loss_mapping(self.algorithm.recipe).scale, mask.size(0), nonempty)
         values = advantages.per_token(mask.size(1)).to(correction.weights.device, correction.weights.dtype)

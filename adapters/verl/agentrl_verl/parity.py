@@ -9,7 +9,8 @@ turns as the recording trainer hands them over); the configured policy loss
 data-parallel rank (``ParityBatch.rank_rows``; the loss is the ranks' mean, as FSDP's all-reduce leaves
 it). The reported advantages have the adapter's row scale divided out; the figures are the recorder's
 (``step_rows``) from the batch as episode records and what verl logs for the step (the policy loss's and
-the rollout correction's metrics, and the trainer's entropy over the loss tokens).
+the rollout correction's metrics, the trainer's entropy over the loss tokens, and the mismatch sums of the old
+policy against the sampler, as the driver logs them before the correction rejects a token).
 Registered as the adapter's ``parity`` side (:mod:`agentrl_plugins.compare.side`).
 """
 
@@ -33,6 +34,7 @@ from verl.utils.py_functional import rename_dict
 
 from agentrl_plugins.algorithm import RecipeAlgorithm
 from agentrl_plugins.algorithms.credit import TurnRecord
+from agentrl_plugins.algorithms.mismatch import MismatchSums
 from agentrl_plugins.compare.batch import ParityBatch, ParityResult
 from agentrl_plugins.compare.side import gradient, mapping_rows, versions
 from agentrl_plugins.recipe_schema import Recipe
@@ -41,6 +43,7 @@ from agentrl_plugins.runs.rundir import write_recipe_file
 
 from agentrl_verl.config import command, default_paths, describe, injects_loss
 from agentrl_verl.episodes import EpisodeRecord
+from agentrl_verl.mismatch import driver_metrics
 from agentrl_verl.names import PREFIX, policy_loss_name
 from agentrl_verl.recorder import ENTROPY_KEY, step_rows
 from agentrl_verl.verl_plugin.estimators import carried_turns, row_scale
@@ -98,7 +101,8 @@ def compute_in(recipe: Recipe, batch: ParityBatch, config: DictConfig) -> Parity
         is_weights = correct_raw_ratios(recipe.correction.name, actor, is_weights, response_mask).weights
     weights = response_mask if is_weights is None else is_weights * response_mask
     logged = {**correction_metrics, **rename_dict(loss_metrics, "actor/"),
-              ENTROPY_KEY: loss_token_mean(batch.entropies, response_mask)}
+              ENTROPY_KEY: loss_token_mean(batch.entropies, response_mask),
+              **driver_metrics(MismatchSums.of(batch.old_logprobs, batch.sampler_logprobs, mask))}
     return ParityResult("verl", advantages / scale, weights.detach(), loss.item(),
                         gradient(loss, logprobs), versions("verl", "agentrl-verl"), mapping_rows(describe(recipe)),
                         figures=recorded_figures(recipe, batch, valid, logged),

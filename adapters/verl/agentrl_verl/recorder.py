@@ -6,7 +6,8 @@ makes the step's row from the episodes the agent loop logged (``episodes.py``) a
 to ``metrics.jsonl``, calls ``agentrl_step_end`` and returns the ``agentrl/`` figures that verl's own loggers
 (``trainer.logger``) then log with the step. Rewards, hacks, filtering and loss tokens come from the episodes;
 clip fraction, entropy (the trainer's mean over loss tokens, :data:`ENTROPY_KEY`), the correction's capped or rejected
-fraction (:func:`~agentrl_verl.config.limited_fraction_key`) and the step time from verl's metrics. Held-out
+fraction (:func:`~agentrl_verl.config.limited_fraction_key`), the sampler/learner mismatch
+(:mod:`agentrl_verl.mismatch`) and the step time from verl's metrics. Held-out
 pass@1 is the mean verdict of the held-out episodes run on that step's weights.
 """
 
@@ -32,6 +33,7 @@ from agentrl_plugins.runs.rundir import RunDir
 from agentrl_verl.config import limited_fraction_key
 from agentrl_verl.episodes import EPISODES_FILE, EpisodeRecord, played_seconds, read_episodes, truncate_episodes
 from agentrl_verl.final_weights import save_final_weights
+from agentrl_verl.mismatch import figures_of
 
 VERL_METRICS_FILE = "verl_metrics.jsonl"
 ENTROPY_KEY = "actor/agentrl/token_mean_entropy"
@@ -79,6 +81,7 @@ def step_rows(episodes: list[EpisodeRecord], metrics: dict[int, dict[str, Any]],
             rollout_seconds=finite(verl.get("timing_s/gen")),
             eval_seconds=(finite(verl.get("timing_s/testing")) or played_seconds(evaluated)) if evaluated else None,
             **episode_figures([EpisodeCounts(e.passed, e.sampled_policy_tokens, e.redundant, e.drift) for e in batch]),
+            **(figures_of(verl) if batch else {}),
         ))
     return rows
 

@@ -45,8 +45,6 @@ def cpu_overrides(seed: int, ranks: int = 1, on_cluster: bool = False) -> dict[s
         actor_rollout_ref + "rollout.seed": seed,
         # Recomputing activations saves accelerator memory; on a CPU it only costs time (a quarter of an update).
         actor_rollout_ref + "model.enable_gradient_checkpointing": False,
-        # The server's log-probs come back with every response, so verl reports the sampler/trainer gap.
-        actor_rollout_ref + "rollout.calculate_log_probs": True,
         actor_rollout_ref + "rollout.agent.num_workers": 1,
         "reward.num_workers": 1,
         "data.dataloader_num_workers": 0,

@@ -8,8 +8,9 @@ mode takes the sampler's log-probs, which are not the learner's. Where the recor
 ``+agentrl.on_policy_update=true`` asks) it skips that pass and marks the update (:data:`ON_POLICY`); every
 worker's ``ppo_loss`` then gives verl's policy loss the update's own log-probs, detached, as the old policy's, and
 logs what the skipped pass gave: the step's entropy (the recorder's mean over loss tokens, and verl's
-``actor/entropy``) and, where the sampler's log-probs are there, the largest learner/sampler gap (verl's own
-``training/rollout_probs_diff_*`` and ``rollout_corr/*`` figures are not logged).
+``actor/entropy``) and, where the sampler's log-probs are there, the sums of the sampler/learner mismatch figures
+(:mod:`agentrl_verl.mismatch`; verl's own ``training/rollout_probs_diff_*`` and ``rollout_corr/*`` figures, which
+need the skipped pass, are not logged).
 """
 
 from __future__ import annotations
@@ -19,10 +20,13 @@ import contextvars
 import functools
 from typing import Any, Callable, Iterator
 
-import torch
 from verl.utils import tensordict_utils as tu
 from verl.utils.metric import AggregationType, Metric
 from verl.workers.utils.padding import no_padding_2_padding
+
+from agentrl_plugins.algorithms.mismatch import MismatchSums
+
+from agentrl_verl.mismatch import KEY
 
 ON_POLICY = "agentrl_on_policy"
 """The update's ``extra_info`` flag, which reaches each micro-batch's loss."""
@@ -30,9 +34,6 @@ ENTROPY_METRIC = "agentrl/token_mean_entropy"
 """The entropy figure as the update logs it (verl prefixes ``actor/``: the recorder's ``ENTROPY_KEY``)."""
 VERL_ENTROPY = "actor/entropy"
 """verl's own entropy figure, which its skipped pass logs: the entropy aggregated as the loss aggregates."""
-GAP_METRIC = "agentrl/rollout_logprob_gap_max"
-"""The largest gap between the learner's and the sampler's log-probs over the step's loss tokens (verl's
-``training/rollout_probs_diff_*``, from the skipped pass, compare probabilities)."""
 _on_policy: contextvars.ContextVar[bool] = contextvars.ContextVar("agentrl_on_policy", default=False)
 
 
@@ -77,13 +78,15 @@ def entropy_metric(model_output: Any, data: Any) -> Metric:
     return Metric(value=share.detach(), aggregation=AggregationType.SUM)
 
 
-def gap_metric(model_output: Any, data: Any) -> Metric:
-    """The micro-batch's largest |learner - sampler| log-prob gap over its loss tokens (0 without one)."""
+def mismatch_metrics(model_output: Any, data: Any) -> dict[str, Metric]:
+    """The micro-batch's mismatch sums (the update's own log-probs against the sampler's, over its loss tokens)."""
     learner = no_padding_2_padding(model_output["log_probs"], data).detach()
-    sampler, mask = padded(data, "rollout_log_probs"), padded(data, "response_mask").bool()
+    sampler, mask = padded(data, "rollout_log_probs"), padded(data, "response_mask")
     width = min(learner.shape[1], sampler.shape[1])
-    gaps = (learner[:, :width] - sampler[:, :width]).abs()[mask[:, :width]]
-    return Metric(value=gaps.max() if gaps.numel() else torch.zeros(()), aggregation=AggregationType.MAX)
+    sums = MismatchSums.of(learner[:, :width], sampler[:, :width], mask[:, :width])
+    return {KEY + name: Metric(value=getattr(sums, name),
+                               aggregation=AggregationType.MAX if name == "gap_max" else AggregationType.SUM)
+            for name in MismatchSums.names()}
 
 
 def ppo_loss_method(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -99,7 +102,7 @@ def ppo_loss_method(original: Callable[..., Any]) -> Callable[..., Any]:
         entropy = metrics["actor/entropy_loss"]
         metrics[VERL_ENTROPY] = Metric(aggregation=entropy.aggregation, value=entropy)
         if "rollout_log_probs" in data.keys():
-            metrics[GAP_METRIC] = gap_metric(model_output, data)
+            metrics.update(mismatch_metrics(model_output, data))
         return loss, metrics
 
     return ppo_loss

@@ -22,11 +22,13 @@ from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from agentrl_plugins.algorithms.credit import TurnRecord, check_turn_records
+from agentrl_plugins.algorithms.mismatch import MismatchSums
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.plugins import get_plugin_manager
 from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.runs.figures import loss_token_mean
 
+from agentrl_verl.mismatch import driver_metrics
 from agentrl_verl.names import ON_POLICY_KEY, PREFIX
 from agentrl_verl.own_config import CHECKED_KEY, reconcile_config, record, setting_rows, value_at
 from agentrl_verl.recipe_file import RECIPE_KEY, select
@@ -65,6 +67,18 @@ def token_mean_entropy(batch: Any) -> float | None:
         return None
     padded = DataProto(batch=data.to_padded_tensor()).batch
     return loss_token_mean(padded["entropy"], padded["response_mask"])
+
+
+def old_policy_mismatch(batch: Any) -> MismatchSums | None:
+    """The mismatch sums of verl's old-policy pass against the sampler's log-probs over the loss tokens; None
+    without the sampler's (``rollout.calculate_log_probs=false``)."""
+    try:
+        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id,
+                               select_fields=["old_log_probs", "rollout_log_probs", "response_mask"])
+    except (KeyError, ValueError):
+        return None
+    padded = DataProto(batch=data.to_padded_tensor()).batch
+    return MismatchSums.of(padded["old_log_probs"], padded["rollout_log_probs"], padded["response_mask"])
 
 
 def turn_level(estimator: str) -> bool:
@@ -165,6 +179,9 @@ class AgentRLTrainer(PPOTrainerSync):
             entropy = token_mean_entropy(batch)
             if entropy is not None:
                 metrics[ENTROPY_KEY] = entropy
+            sums = old_policy_mismatch(batch)
+            if sums is not None:
+                metrics.update(driver_metrics(sums))
         return batch
 
     def _compute_advantage(self, batch: Any, metrics: dict[str, Any]) -> Any:
