@@ -45,6 +45,21 @@ def request_seed(seed: int, token_ids: Sequence[int], occurrence: int) -> int:
     return int.from_bytes(digest.digest(), "little") & (2**63 - 1)
 
 
+class RequestSeeds:
+    """Each request's seed for a run seeded ``seed``: :func:`request_seed` of its prompt and of how many requests
+    for that prompt came before it, so a request's draw does not depend on what shares its batch."""
+
+    def __init__(self, seed: int):
+        self.seed = seed
+        self._seen: Counter[str] = Counter()
+
+    def next(self, token_ids: Sequence[int]) -> int:
+        key = hashlib.blake2b(",".join(map(str, token_ids)).encode(), digest_size=16).hexdigest()
+        occurrence = self._seen[key]
+        self._seen[key] += 1
+        return request_seed(self.seed, token_ids, occurrence)
+
+
 def filter_logprobs(logprobs: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
     """Per-row top-k then top-p filtering of normalised log-probs; removed entries become ``-inf``."""
     vocab = logprobs.shape[-1]
@@ -130,7 +145,7 @@ class HFGenerator:
         self.batches = 0
         self.prefill_tokens = 0
         self.reused_tokens = 0
-        self._seen: Counter[str] = Counter()
+        self.seeds = RequestSeeds(seed)
         self._pending: list[_Request] = []
         self._worker: asyncio.Task | None = None
         self._rows: list[_Row] = []
@@ -140,10 +155,7 @@ class HFGenerator:
 
     def request_generator(self, token_ids: Sequence[int]) -> torch.Generator:
         """The generator for the next request with this prompt (advances the prompt's occurrence count)."""
-        key = hashlib.blake2b(",".join(map(str, token_ids)).encode(), digest_size=16).hexdigest()
-        occurrence = self._seen[key]
-        self._seen[key] += 1
-        return torch.Generator().manual_seed(request_seed(self.seed, token_ids, occurrence))
+        return torch.Generator().manual_seed(self.seeds.next(token_ids))
 
     async def __call__(self, token_ids: list[int], sampling: Sampling) -> Generation:
         if not token_ids:

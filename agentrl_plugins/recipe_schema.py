@@ -85,6 +85,7 @@ class RolloutSection:
     max_new_tokens_per_turn: int = 64
     max_context_tokens: int = 2048
     timeout_s: float = 600.0
+    engine: Literal["vllm", "hf"] = "vllm"
 
 
 @dataclass

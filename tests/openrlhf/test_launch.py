@@ -32,11 +32,11 @@ DEEPSWE_STATUS = {
 
 
 def printed(args: list[str], tmp_path: Path) -> list[str]:
-    """The command lines ``--dry-run`` prints, comments left out."""
+    """The command lines ``--dry-run`` prints on stdout, comments left out (notices go to stderr)."""
     result = CliRunner().invoke(build_app(), ["run", *args, "--framework", "openrlhf", "--dry-run",
                                               "--out", str(tmp_path / "run")])
     assert result.exit_code == 0, result.output
-    return [line for line in result.output.splitlines() if line and not line.startswith("#")]
+    return [line for line in result.stdout.splitlines() if line and not line.startswith("#")]
 
 
 def dry_run(args: list[str], tmp_path: Path) -> list[str]:
@@ -91,7 +91,7 @@ def test_the_dry_run_prints_the_prepare_step_first_and_prepare_writes_what_the_c
     assert command[command.index("--logger.tensorboard_dir") + 1] == str(run / "tensorboard")
     written = CliRunner().invoke(build_app(), shlex.split(prepare)[1:])
     assert written.exit_code == 0, written.output
-    assert shlex.split(written.output.strip().splitlines()[-1]) == command, "prepare prints the same command"
+    assert shlex.split(written.stdout.strip().splitlines()[-1]) == command, "prepare prints the same command"
     assert (run / "prompts.jsonl").is_file() and (run / "eval_prompts.jsonl").is_file()
     assert (run / "train_ppo_ray.sh").read_text().splitlines()[-1] == f"exec {train} \"$@\""
 

@@ -19,12 +19,13 @@ from agentrl_plugins.recipe import load_recipe
 from agentrl_plugins.runs.metrics import LOGGED_PREFIX, TIMING_NAMES, logged_figures
 from agentrl_plugins.runs.rundir import RunDir
 from agentrl_plugins.testing import tensorboard_scalars, wandb_scalars
-from agentrl_plugins.user_config import ConfigConflictError
+from agentrl_plugins.user_config import ConfigConflictError, changes_table
 
 import agentrl_trl
 import agentrl_trl.runner as runner
 from agentrl_tinyagent.model import build_model
 from agentrl_trl import agent_trainer
+from agentrl_trl.config import grpo_config
 from bugfix_gym import policies
 from bugfix_gym.families import FAMILIES
 
@@ -70,6 +71,14 @@ def test_a_plain_grpo_config_takes_the_recipe_and_keeps_what_it_leaves_open(tmp_
                                     ("logging_steps", "10", "1")]:
         assert re.search(rf"{setting} +{re.escape(default)} +{re.escape(value)} ", table), setting
     assert "learning_rate" in json.dumps(RunDir(tmp_path / "out" / "agentrl").run_info()["config_changes"])
+
+
+def test_the_pages_table_is_what_a_plain_grpo_config_prints():
+    _, changes = grpo_config(load_recipe("deepswe_grpopp"), GRPOConfig(output_dir="out", use_cpu=True))
+    printed = [line for line in changes_table(changes, "GRPOConfig", "deepswe_grpopp").splitlines()
+               if not set(line) <= {"-", " "}]
+    (page,) = re.findall(r"```text\n(recipe 'deepswe_grpopp' set .*?)```", PAGE.read_text(), re.S)
+    assert page.splitlines() == printed
 
 
 def test_a_grpo_config_that_contradicts_the_recipe_names_every_setting_before_anything_is_built(tmp_path,

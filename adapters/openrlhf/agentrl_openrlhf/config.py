@@ -280,6 +280,8 @@ def mappings(recipe: Recipe) -> list[ComponentMapping]:
             "the runner's context budget and OpenRLHF's truncation length", {"data.max_len": r.max_context_tokens}),
         row("rollout.max_new_tokens_per_turn", r.max_new_tokens_per_turn, "AgentExecutor", "injected"),
         row("rollout.timeout_s", r.timeout_s, "AgentExecutor", "injected"),
+        row("rollout.engine", r.engine, "vllm.num_engines", "mapped" if r.engine == "vllm" else "approximated",
+            ENGINE_NOTES[r.engine]),
         row("optim.lr", optim.lr, "actor.adam.lr", "native",
             "no warmup (actor.lr_warmup_ratio=0): OpenRLHF's 3% rounds up to a whole first step at lr 0",
             {"actor.adam.lr": optim.lr}),
@@ -364,6 +366,24 @@ def _correction_note(recipe: Recipe, native: dict[str, Any] | None) -> str:
                      "below 2.1e-9)",
         "icepop": "token + mask; rejected tokens keep their place in the denominator, as in the core's weights",
     }[recipe.correction.name]
+
+
+ENGINE_NOTES = {
+    "vllm": "OpenRLHF's vLLM engines on a GPU; on the CPU backend a Hugging Face rollout actor behind OpenRLHF's "
+            "vLLM interface stands in: OpenRLHF 0.11.2's engines have not run on vLLM's CPU build here",
+    "hf": "the CPU backend's Hugging Face rollout actor, on a CPU only",
+}
+"""How ``rollout.engine`` reaches OpenRLHF: the backend decides (:func:`engine_notice`)."""
+
+
+def engine_notice(recipe: Recipe, backend: str) -> str | None:
+    """What the launch says of the recipe's engine on ``backend`` (None: the engine it names)."""
+    if recipe.rollout.engine == "hf" and backend != "cpu":
+        return ("openrlhf: rollout.engine = 'hf' on the GPU backend: the Hugging Face rollout actor runs on the CPU "
+                "backend only; this launch samples with OpenRLHF's vLLM engines")
+    if recipe.rollout.engine == "vllm" and backend == "cpu":
+        return f"openrlhf: rollout.engine = 'vllm' on the CPU backend: {ENGINE_NOTES['vllm'].split('; ', 1)[1]}"
+    return None
 
 
 def describe(recipe: Recipe, paths: RunPaths, backend: str = "gpu") -> FrameworkConfig:

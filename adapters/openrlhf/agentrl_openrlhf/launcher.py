@@ -21,7 +21,7 @@ from agentrl_plugins.models import run_model
 from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.runs.rundir import RunDir
 
-from agentrl_openrlhf.config import RunPaths, describe
+from agentrl_openrlhf.config import RunPaths, describe, engine_notice
 from agentrl_openrlhf.cpu import choose_backend
 from agentrl_openrlhf.dataset import dataset_rows, write_jsonl
 
@@ -60,7 +60,11 @@ def plan(recipe: Recipe, options: RunOptions, prepare_model: bool = False) -> tu
     run = RunDir(Path(options.run_dir)) if options.run_dir else RunDir.default(recipe, FRAMEWORK)
     paths = run_paths(run, run_model(recipe, options.model, prepare=prepare_model), options.report_to, options.nodes,
                       options.ranks_per_node())
-    return run, paths, describe(recipe, paths, choose_backend()).command
+    backend = choose_backend()
+    notice = engine_notice(recipe, backend)
+    if notice:
+        print(notice, file=sys.stderr, flush=True)
+    return run, paths, describe(recipe, paths, backend).command
 
 
 def prepare(recipe: Recipe, run: RunDir, paths: RunPaths, command: list[str]) -> Path:

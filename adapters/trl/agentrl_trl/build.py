@@ -19,6 +19,7 @@ from agentrl_plugins.runs.rundir import RunDir
 from agentrl_plugins.user_config import Decided, changes_table, reconcile
 
 from agentrl_trl.config import grpo_config
+from agentrl_trl.engine import check_engine_setup, engine_generator_factory, sync_engine, use_engine
 from agentrl_trl.recorder import RunRecorder
 from agentrl_trl.rollout import EpisodeRollout, GeneratorFactory
 from agentrl_trl.trainer import AgentGRPOTrainer
@@ -40,7 +41,8 @@ def agent_trainer(recipe: Recipe | str, model: Any, tokenizer: Any = None, args:
       defaults (a table of them is printed); one you set otherwise is a ``ConfigConflictError`` naming each.
       Without it, TRL's defaults with ``open_settings`` (for example ``output_dir``, ``report_to``).
     - ``run_dir``: the run folder (``metrics.jsonl``, ``report.md``); ``<output_dir>/agentrl`` by default.
-    - ``generator``: ``(model, seed) -> generate`` for the episodes; the core's batched HF sampler by default.
+    - ``generator``: ``(model, seed) -> generate`` for the episodes; by default TRL's vLLM engine where the recipe's
+      ``rollout.engine`` is ``vllm`` (:mod:`agentrl_trl.engine`), the core's batched HF sampler where it is ``hf``.
     - ``peft_config``: your LoRA config; by default the recipe's (``train.lora``, ``lora_rank``, ``lora_alpha``).
     """
     from datasets import Dataset
@@ -64,11 +66,16 @@ def agent_trainer(recipe: Recipe | str, model: Any, tokenizer: Any = None, args:
         run.create(recipe, FRAMEWORK, {"config_changes": [[c.name, repr(c.default), repr(c.value), c.source]
                                                           for c in changes]})
 
+    if config.use_vllm:
+        check_engine_setup(config, model)
+        generator = generator or engine_generator_factory(lambda: trainer, tokenizer.eos_token_id)
     service = EpisodeService.from_recipe(recipe, manager)
     rollout = EpisodeRollout(service, tokenizer, generator or hf_generator_factory(tokenizer), recipe.train.seed)
     held_out = service.split(recipe.environment.eval_split)
 
     def evaluate(step: int) -> Evaluation:
+        if config.use_vllm:
+            sync_engine(trainer)
         policy = trainer.accelerator.unwrap_model(trainer.model)
         return summarize(rollout.play(policy, held_out, recipe.train.eval_episodes_per_task, step, "eval"))
 
@@ -83,6 +90,8 @@ def agent_trainer(recipe: Recipe | str, model: Any, tokenizer: Any = None, args:
         service.close()
         raise
     recorder.trainer = trainer
+    if config.use_vllm:
+        use_engine(trainer)
     return trainer
 
 

@@ -112,6 +112,19 @@ def policy_rows(recipe: Recipe) -> list[ComponentMapping]:
                          native={"epsilon_high": loss.clip_high})]
 
 
+def engine_mapping(recipe: Recipe) -> ComponentMapping:
+    """``rollout.engine``: vLLM through TRL's own ``use_vllm`` (its engine, its weight sync; the episodes sample
+    token ids through :class:`~agentrl_plugins.vllm_generator.VLLMGenerator`), or the core's HF sampler."""
+    r = recipe.rollout
+    if r.engine == "hf":
+        return ComponentMapping("rollout.engine", r.engine, "use_vllm", "native", "the core's batched Hugging Face "
+                                "sampler on the model being trained", native={"use_vllm": False})
+    return ComponentMapping("rollout.engine", r.engine, "use_vllm", "native",
+                            "TRL's vLLM engine (vllm_mode is yours; the episodes need 'colocate'); TRL's own IS "
+                            "correction off (the recipe's correction applies); the engine's context is the recipe's",
+                            native={"use_vllm": True, "vllm_max_model_length": r.max_context_tokens})
+
+
 def dual_clip_row(recipe: Recipe) -> ComponentMapping:
     """``loss.clip_c`` as TRL's two-sided clip ``delta`` (INTELLECT-2), which caps the unclipped ratio at delta:
     for delta > 1 + clip_high that is the dual clip, value and gradient (where A > 0 the clip binds first; where
@@ -182,6 +195,7 @@ def mappings(recipe: Recipe) -> list[ComponentMapping]:
         ComponentMapping("rollout.max_context_tokens", r.max_context_tokens, "rollout_func", "injected"),
         ComponentMapping("rollout.max_new_tokens_per_turn", r.max_new_tokens_per_turn, "rollout_func", "injected"),
         ComponentMapping("rollout.timeout_s", r.timeout_s, "rollout_func", "injected"),
+        engine_mapping(recipe),
         ComponentMapping("optim.lr", o.lr, "learning_rate", "native", "no warm-up (warmup_steps=0, TRL's default)",
                          native={"learning_rate": o.lr}),
         ComponentMapping("optim.lr_schedule", o.lr_schedule,

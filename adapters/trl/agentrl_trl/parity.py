@@ -13,6 +13,7 @@ Registered as the adapter's ``parity`` side (:mod:`agentrl_plugins.compare.side`
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,6 +115,7 @@ def compute(recipe: Recipe, batch: ParityBatch) -> ParityResult:
                           "one process (several data-parallel ranks are verl's and OpenRLHF's)")
 
     tokenizer = byte_chat_tokenizer()
+    recipe = dataclasses.replace(recipe, rollout=dataclasses.replace(recipe.rollout, engine="hf"))  # samples nothing
     with tempfile.TemporaryDirectory() as folder:
         run = RunDir(Path(folder) / "run")
         run.create(recipe, "trl")

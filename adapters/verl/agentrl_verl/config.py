@@ -199,6 +199,25 @@ def decided(recipe: Recipe) -> list[Decided]:
     return decided_settings(mappings(recipe), REQUIREMENTS)
 
 
+ENGINE_NOTES = {
+    "vllm": "verl's vLLM rollout on a GPU (the launch's rollout.name=vllm); on a CPU the project's HF rollout server "
+            "stands in (agentrl_hf): verl 0.9.1's vLLM rollout has not run on vLLM's CPU build here",
+    "hf": "the project's HF rollout server (agentrl_hf), on a CPU only",
+}
+"""How ``rollout.engine`` reaches verl: the launch picks ``rollout.name`` by platform (:func:`engine_notice`)."""
+
+
+def engine_notice(recipe: Recipe, on_cpu: bool) -> str | None:
+    """What the launch says of the recipe's engine on this platform (None: the engine it names); raises where it
+    cannot run it."""
+    if recipe.rollout.engine == "hf" and not on_cpu:
+        raise RecipeError("rollout.engine = 'hf': the project's HF rollout server (agentrl_hf) serves verl on a CPU "
+                           "only; on a GPU set rollout.engine = 'vllm' (verl's own vLLM rollout)")
+    if recipe.rollout.engine == "vllm" and on_cpu:
+        return f"verl: rollout.engine = 'vllm' on a CPU: {ENGINE_NOTES['vllm'].split('; ', 1)[1]}"
+    return None
+
+
 def launch_overrides(recipe: Recipe, paths: LaunchPaths) -> dict[str, Any]:
     """The settings a launch chooses and a user's own command may change: where the data, the model, the
     checkpoints and the logs are, memory sizing, saving, and the recipe file verl's processes read."""
@@ -320,6 +339,8 @@ def mappings(recipe: Recipe) -> list[ComponentMapping]:
                                  "data.max_response_length": r.max_context_tokens,
                                  rollout + "max_model_len": r.max_context_tokens}),
         row("rollout.timeout_s", r.timeout_s, agentrl, "injected"),
+        row("rollout.engine", r.engine, rollout + "name", "mapped" if r.engine == "vllm" else "approximated",
+            ENGINE_NOTES[r.engine]),
         row("optim.lr", o.lr, actor + "optim.lr", "native", "no warm-up (verl's default)", {actor + "optim.lr": o.lr}),
         row("optim.lr_schedule", o.lr_schedule, actor + "optim.lr_scheduler_type", "native",
             "stepped once per training step", {actor + "optim.lr_scheduler_type": o.lr_schedule}),

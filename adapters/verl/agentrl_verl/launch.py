@@ -25,7 +25,7 @@ from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.runs.rundir import RunDir
 
 from agentrl_verl import cpu
-from agentrl_verl.config import LaunchPaths, command, hydra_overrides, run_paths
+from agentrl_verl.config import LaunchPaths, command, engine_notice, hydra_overrides, run_paths
 from agentrl_verl.cpu.overrides import cpu_overrides
 from agentrl_verl.dataset import write_dataset
 from agentrl_verl.final_weights import latest_checkpoint_step
@@ -102,6 +102,9 @@ def plan(recipe: Recipe, options: RunOptions, prepare: bool = False) -> Launch:
     paths = launch_paths(recipe, options, prepare)
     overrides = hydra_overrides(recipe, paths)
     env = {}
+    notice = engine_notice(recipe, on_cpu(options))
+    if notice:
+        print(notice, file=sys.stderr, flush=True)
     if on_cpu(options):
         overrides.update(cpu_overrides(recipe.train.seed, paths.ranks, ray_address() is not None))
         env[cpu.PLATFORM_ENV] = cpu.PLATFORM
