@@ -136,7 +136,6 @@ class HFGenerator:
         self.model = model
         self.eos_token_id = eos_token_id
         self.pad_token_id = eos_token_id if pad_token_id is None else pad_token_id
-        self.seed = seed
         self.max_batch = max_batch
         self.window_s = window_s
         self.refill = refill

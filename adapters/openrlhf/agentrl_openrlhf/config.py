@@ -368,9 +368,10 @@ def _correction_note(recipe: Recipe, native: dict[str, Any] | None) -> str:
     }[recipe.correction.name]
 
 
+CPU_STAND_IN = ("a Hugging Face rollout actor behind OpenRLHF's vLLM interface stands in: OpenRLHF 0.11.2's "
+                "engines have not run on vLLM's CPU build here")
 ENGINE_NOTES = {
-    "vllm": "OpenRLHF's vLLM engines on a GPU; on the CPU backend a Hugging Face rollout actor behind OpenRLHF's "
-            "vLLM interface stands in: OpenRLHF 0.11.2's engines have not run on vLLM's CPU build here",
+    "vllm": f"OpenRLHF's vLLM engines on a GPU; on the CPU backend {CPU_STAND_IN}",
     "hf": "the CPU backend's Hugging Face rollout actor, on a CPU only",
 }
 """How ``rollout.engine`` reaches OpenRLHF: the backend decides (:func:`engine_notice`)."""
@@ -382,7 +383,7 @@ def engine_notice(recipe: Recipe, backend: str) -> str | None:
         return ("openrlhf: rollout.engine = 'hf' on the GPU backend: the Hugging Face rollout actor runs on the CPU "
                 "backend only; this launch samples with OpenRLHF's vLLM engines")
     if recipe.rollout.engine == "vllm" and backend == "cpu":
-        return f"openrlhf: rollout.engine = 'vllm' on the CPU backend: {ENGINE_NOTES['vllm'].split('; ', 1)[1]}"
+        return f"openrlhf: rollout.engine = 'vllm' on the CPU backend: {CPU_STAND_IN}"
     return None
 
 

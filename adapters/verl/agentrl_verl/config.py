@@ -199,9 +199,10 @@ def decided(recipe: Recipe) -> list[Decided]:
     return decided_settings(mappings(recipe), REQUIREMENTS)
 
 
+CPU_STAND_IN = ("the project's HF rollout server stands in (agentrl_hf): verl 0.9.1's vLLM rollout has not run on "
+                "vLLM's CPU build here")
 ENGINE_NOTES = {
-    "vllm": "verl's vLLM rollout on a GPU (the launch's rollout.name=vllm); on a CPU the project's HF rollout server "
-            "stands in (agentrl_hf): verl 0.9.1's vLLM rollout has not run on vLLM's CPU build here",
+    "vllm": f"verl's vLLM rollout on a GPU (the launch's rollout.name=vllm); on a CPU {CPU_STAND_IN}",
     "hf": "the project's HF rollout server (agentrl_hf), on a CPU only",
 }
 """How ``rollout.engine`` reaches verl: the launch picks ``rollout.name`` by platform (:func:`engine_notice`)."""
@@ -214,7 +215,7 @@ def engine_notice(recipe: Recipe, on_cpu: bool) -> str | None:
         raise RecipeError("rollout.engine = 'hf': the project's HF rollout server (agentrl_hf) serves verl on a CPU "
                            "only; on a GPU set rollout.engine = 'vllm' (verl's own vLLM rollout)")
     if recipe.rollout.engine == "vllm" and on_cpu:
-        return f"verl: rollout.engine = 'vllm' on a CPU: {ENGINE_NOTES['vllm'].split('; ', 1)[1]}"
+        return f"verl: rollout.engine = 'vllm' on a CPU: {CPU_STAND_IN}"
     return None
 
 
