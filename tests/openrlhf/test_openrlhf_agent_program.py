@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from agentrl_plugins.algorithms.mismatch import MISMATCH_FIGURES
 from agentrl_plugins.runs.metrics import without_timing
 from agentrl_plugins.runs.rundir import RunDir
 
@@ -23,6 +24,7 @@ from agentrl_openrlhf.cpu import BACKEND_ENV
 from agentrl_openrlhf.recorder import STEPS_FILE
 from agentrl_tinyagent.model import build_model
 
+NOISE = dict.fromkeys(["entropy", *MISMATCH_FIGURES])
 OVERRIDES = {"train.steps": 1, "train.eval_episodes_per_task": 1, "rollout.group_size": 2,
              "rollout.tasks_per_step": 2, "rollout.max_turns": 3, "loss.entropy_coef": 0.01,
              "filtering.reasons": '["timeout"]'}
@@ -48,10 +50,13 @@ def test_openrlhf_trains_the_agent_program_through_the_gateway(tmp_path, tokeniz
     run, built_in = train(tmp_path, "bugfix_agent"), train(tmp_path, "bugfix")
     assert [row.step for row in run.read_metrics()] == [0, 1] and run.report_file.is_file()
     for mine, theirs in zip(run.read_metrics(), built_in.read_metrics()):
-        # the learner's entropy is float noise apart (about 1e-7: another batch composition), the rest exact
-        assert replace(without_timing(mine), entropy=None) == replace(without_timing(theirs), entropy=None)
-        assert (mine.entropy is None) == (theirs.entropy is None)
-        assert mine.entropy is None or mine.entropy == pytest.approx(theirs.entropy, rel=1e-5)
+        # the learner's entropy and the sampler/learner mismatch are float noise apart (about 1e-7: another
+        # batch composition), the rest exact
+        assert replace(without_timing(mine), **NOISE) == replace(without_timing(theirs), **NOISE)
+        for name in NOISE:
+            ours, reference = getattr(mine, name), getattr(theirs, name)
+            assert (ours is None) == (reference is None), name
+            assert ours is None or ours == pytest.approx(reference, rel=1e-5, abs=1e-5), name
     (step,) = [json.loads(line) for line in (run.path / STEPS_FILE).read_text().splitlines()]
     assert step["episodes"] == 4 and step["policy_tokens"] > 0
     assert step["status"]["termination_error"] == 0.0, "every agent program reached the model and returned"

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from agentrl_plugins.algorithms.mismatch import MISMATCH_FIGURES
 from agentrl_plugins.runs.metrics import TIMING_NAMES
 
 AGENTRL = Path(sys.executable).parent / "agentrl"
@@ -36,7 +37,9 @@ def test_agentrl_run_trains_the_agent_program_as_the_built_in_runner_does(tmp_pa
         for name, value in theirs.items():
             if name in TIMING_NAMES or not isinstance(value, (int, float)) or isinstance(value, bool):
                 continue
-            assert mine[name] == pytest.approx(value, rel=1e-5, abs=1e-7), (mine["step"], name)
+            # the mismatch figures of a near-exact sampler are float noise of how the requests were batched
+            noise = 1e-5 if name in MISMATCH_FIGURES else 1e-7
+            assert mine[name] == pytest.approx(value, rel=1e-5, abs=noise), (mine["step"], name)
     assert agent[-1]["policy_tokens"] > 0
 
 
