@@ -201,3 +201,11 @@ def wandb_scalars(folder: Path, step_key: str = "train/global_step",
                 if isinstance(value, (int, float)) and step_key in row:
                     scalars.setdefault(key, {})[int(row[step_key])] = value
     return scalars
+
+
+def engine_overrides() -> list[str]:
+    """``-o`` items that let a recipe run in an environment without vLLM (the recipes' default engine): the core's
+    Hugging Face sampler there, nothing where vLLM is installed."""
+    import importlib.util
+
+    return [] if importlib.util.find_spec("vllm") else ["rollout.engine=hf"]

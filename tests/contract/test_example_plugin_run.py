@@ -13,7 +13,7 @@ import pytest
 
 from agentrl_plugins.plugins import get_plugin_manager
 from agentrl_plugins.runs.rundir import RunDir
-from agentrl_plugins.testing import fresh_environment
+from agentrl_plugins.testing import engine_overrides, fresh_environment
 
 EXAMPLE = Path(__file__).parents[2] / "docs" / "examples" / "agentrl-example-plugin"
 FRAMEWORKS = [entry.record.name for entry in get_plugin_manager().registry("adapter")
@@ -26,7 +26,8 @@ def test_the_example_plugin_trains_to_a_report_and_its_hooks_fire(framework, tmp
     python = fresh_environment(tmp_path / "env", EXAMPLE)
     events = tmp_path / "events.jsonl"
     done = subprocess.run([str(python), "-m", "agentrl_plugins", "run", "arithmetic_median", "--framework", framework,
-                           "--steps", str(STEPS), "--out", str(tmp_path / "run")], cwd=tmp_path,
+                           "--steps", str(STEPS), "--out", str(tmp_path / "run"),
+                           *[part for item in engine_overrides() for part in ("-o", item)]], cwd=tmp_path,
                           env={**os.environ, "AGENTRL_EXAMPLE_EVENTS": str(events)},
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-4000:])

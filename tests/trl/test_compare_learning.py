@@ -8,6 +8,7 @@ from typer.testing import CliRunner
 
 from agentrl_plugins.cli import build_app
 from agentrl_plugins.runs.rundir import RunDir
+from agentrl_plugins.testing import engine_overrides
 
 TINY_BUDGET = ["train.steps=1", "rollout.tasks_per_step=1", "rollout.group_size=2", "rollout.max_turns=2",
                "rollout.max_new_tokens_per_turn=6", "rollout.max_context_tokens=512", "train.eval_every=1",
@@ -21,7 +22,7 @@ def test_two_recipes_on_trl_train_per_seed_and_report_side_by_side(tmp_path, mod
     out = tmp_path / "compare"
     arguments = ["compare", "deepswe_grpopp", "grpo", "--framework", "trl", "--learning", "--seeds", "0,1",
                  "--model", str(tmp_path / "model"), "--out", str(out)]
-    arguments += [part for item in TINY_BUDGET for part in ("-o", item)]
+    arguments += [part for item in TINY_BUDGET + engine_overrides() for part in ("-o", item)]
     result = CliRunner().invoke(build_app(), arguments, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     for arm in ("trl-deepswe_grpopp", "trl-grpo"):

