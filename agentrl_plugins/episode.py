@@ -92,6 +92,8 @@ async def run_episode(
             remaining = limits.timeout_s - (time.monotonic() - started)
             if room <= 0:
                 termination = "max_context"
+                if not turns:  # a prompt that leaves no room is neither sampled nor kept (the gateway refuses it)
+                    episode.prompt_ids = []
                 break
             if remaining <= 0:
                 termination = "timeout"

@@ -13,6 +13,8 @@ from typing import Any, Optional
 import typer
 
 from agentrl_plugins.errors import AgentRLError
+from agentrl_plugins.gateway.server import MAX_REQUEST_BYTES, session_record
+from agentrl_plugins.gateway.session import GatewaySession
 from agentrl_plugins.types import Limits, Sampling
 
 
@@ -35,6 +37,26 @@ def load_sampler(model: str, seed: int) -> tuple[Any, Any]:
                        seed=seed), tokenizer
 
 
+class SessionLog:
+    """The ``--record`` file: one JSON line per session, written as the session leaves the gateway."""
+
+    def __init__(self, path: Path | None):
+        self.path = path
+        self.written = 0
+        self._out = path.open("w") if path is not None else None
+
+    def write(self, session: GatewaySession) -> None:
+        if self._out is not None:
+            self._out.write(json.dumps(session_record(session)) + "\n")
+            self._out.flush()
+            self.written += 1
+
+    def close(self) -> None:
+        if self._out is not None:
+            self._out.close()
+            typer.echo(f"recorded {self.written} sessions in {self.path}", err=True)
+
+
 def gateway_command(
     model: str = typer.Option("tinyagent", help="A registered model or a local Hugging Face folder."),
     host: str = typer.Option("127.0.0.1", help="The address to listen on."),
@@ -44,12 +66,16 @@ def gateway_command(
     max_turns: int = typer.Option(64, help="Replies per session before it ends as max_turns."),
     max_context_tokens: int = typer.Option(4096, help="Tokens per session segment before it ends as max_context."),
     max_new_tokens: int = typer.Option(256, help="Tokens per reply at most."),
-    record: Optional[Path] = typer.Option(None, help="Write every session's tokens here (JSON lines) on exit."),
+    record: Optional[Path] = typer.Option(None, help="Write each session's tokens here (JSON lines): a session as "
+                                                     "it expires, the open ones on exit."),
+    session_idle_s: float = typer.Option(600.0, help="Seconds without a call after which a session expires."),
+    max_sessions: int = typer.Option(4096, help="Sessions open at once at most (a new key beyond is a 429)."),
+    max_request_bytes: int = typer.Option(MAX_REQUEST_BYTES, help="The largest request body served (413 past it)."),
 ) -> None:
     """Serve a model over the OpenAI Chat Completions API; each API key is a session whose tokens are recorded.
-    Ctrl-C stops it."""
+    Ctrl-C or SIGTERM stops it within seconds."""
     from agentrl_plugins.gateway.recorder import EpisodeRecorder
-    from agentrl_plugins.gateway.server import Gateway, session_record
+    from agentrl_plugins.gateway.server import Gateway
     from agentrl_plugins.gateway.session import GatewaySession
 
     generate, tokenizer = load_sampler(model, seed)
@@ -59,7 +85,10 @@ def gateway_command(
     def new_session(key: str, loop: asyncio.AbstractEventLoop) -> GatewaySession:
         return GatewaySession(key, generate, loop, tokenizer, limits, sampling, EpisodeRecorder(tokenizer))
 
-    gateway = Gateway(model_name=Path(model).name, host=host, port=port, session_factory=new_session).start()
+    log = SessionLog(record)
+    gateway = Gateway(model_name=Path(model).name, host=host, port=port, session_factory=new_session,
+                      max_request_bytes=max_request_bytes, session_idle_s=session_idle_s, max_sessions=max_sessions,
+                      on_expire=log.write).start()
     typer.echo(f"serving {model!r} at {gateway.base_url} (model name {gateway.model_name!r}); Ctrl-C stops",
                err=True)
     stop = threading.Event()
@@ -70,8 +99,6 @@ def gateway_command(
         pass
     finally:
         gateway.stop()
-        if record is not None:
-            with record.open("w") as out:
-                for session in gateway.sessions.values():
-                    out.write(json.dumps(session_record(session)) + "\n")
-            typer.echo(f"recorded {len(gateway.sessions)} sessions in {record}", err=True)
+        for session in list(gateway.sessions.values()):
+            log.write(session)
+        log.close()

@@ -59,7 +59,9 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
     """The request in ``raw`` (a JSON body), or an :class:`ApiError` naming what is wrong."""
     try:
         body = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+    except RecursionError:
+        raise ApiError(400, "the request body nests its JSON too deeply") from None
+    except (UnicodeDecodeError, ValueError) as error:  # JSONDecodeError, and integers past Python's digit limit
         raise ApiError(400, f"the request body is not valid JSON: {error}") from None
     if not isinstance(body, dict):
         raise ApiError(400, "the request body must be a JSON object")
@@ -83,6 +85,7 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
             raise ApiError(400, f"messages[{index}].content must be a string or a list of text parts",
                            param=f"messages[{index}].content")
         _check_tool_fields(message, index)
+        _check_text(message, index)
     tools = body.get("tools") or None
     if tools is not None and not (isinstance(tools, list) and all(
             isinstance(t, dict) and t.get("type") == "function" and isinstance(t.get("function"), dict)
@@ -121,6 +124,20 @@ def _check_tool_fields(message: Mapping[str, Any], index: int) -> None:
     if message["role"] == "tool" and not isinstance(message.get("tool_call_id"), str):
         raise ApiError(400, f"messages[{index}] is a tool result without its tool_call_id",
                        param=f"messages[{index}].tool_call_id")
+
+
+def _check_text(message: Mapping[str, Any], index: int) -> None:
+    """A message's text and tool-call arguments must be encodable as UTF-8 (JSON's ``\\ud800`` escapes can spell a
+    lone surrogate, which no tokenizer takes)."""
+    content = message.get("content")
+    texts = [content] if isinstance(content, str) else [part["text"] for part in content or []]
+    texts += [call["function"]["arguments"] for call in message.get("tool_calls") or []]
+    for text in texts:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise ApiError(400, f"messages[{index}] holds text that is not valid Unicode ({error.reason} at "
+                                f"character {error.start})", param=f"messages[{index}].content") from None
 
 
 def finish_reason(reason: str, tool_calls: bool = False) -> str:

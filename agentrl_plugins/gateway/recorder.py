@@ -67,15 +67,17 @@ class Segment:
 
 @dataclass(frozen=True)
 class Continuation:
-    """The tokens a call adds before sampling: appended to the current segment, or the prompt of a new one."""
+    """What a call adds before sampling: new messages appended to the current segment, or (``new_segment``) the
+    whole conversation as the prompt of a new one. Not yet tokenized (:meth:`EpisodeRecorder.encode`)."""
 
-    ids: list[int]
+    messages: list[Message]
     new_segment: bool
     tools: list[dict[str, Any]] | None = None
 
 
 class EpisodeRecorder:
-    """The segments of one episode; :meth:`continuation` then :meth:`record` for each call."""
+    """The segments of one episode; for each call :meth:`continuation`, :meth:`encode`, :meth:`extend`, then
+    :meth:`record`."""
 
     def __init__(self, tokenizer: Any, codec: ChatCodec | None = None):
         self.tokenizer = tokenizer
@@ -95,27 +97,34 @@ class EpisodeRecorder:
         return self.segments[-1] if self.segments else None
 
     def continuation(self, messages: Sequence[Mapping[str, Any]],
-                     tools: list[dict[str, Any]] | None = None) -> Continuation:
-        """What the call with ``messages`` (and ``tools``) adds: the new messages' ids when they extend the
-        conversation with the same tools, else the whole conversation rendered as a new segment's prompt. Nothing
-        is recorded yet."""
+                      tools: list[dict[str, Any]] | None = None) -> Continuation:
+        """What the call with ``messages`` (and ``tools``) adds: its new messages when they extend the conversation
+        with the same tools, else the whole conversation as a new segment. Cheap: nothing is rendered."""
         plain = [plain_message(m) for m in messages]
         known = self.messages
         if known and tools == self.tools and len(plain) > len(known) and plain[: len(known)] == known:
-            return Continuation(self.codec.continuation_ids(plain[len(known):], self._ended_with_eos), False, tools)
-        return Continuation(template_ids(self.tokenizer, plain, add_generation_prompt=True, tools=tools), True,
-                            tools)
+            return Continuation(plain[len(known):], False, tools)
+        return Continuation(plain, True, tools)
 
-    def extend(self, continuation: Continuation) -> None:
-        """Record ``continuation``: observation tokens of the current segment, or a new segment."""
+    def encode(self, continuation: Continuation) -> list[int]:
+        """The token ids of ``continuation``: the new messages encoded as observations, or the conversation rendered
+        by the chat template with the generation prompt."""
+        if continuation.new_segment:
+            return template_ids(self.tokenizer, continuation.messages, add_generation_prompt=True,
+                                tools=continuation.tools)
+        return self.codec.continuation_ids(continuation.messages, self._ended_with_eos)
+
+    def extend(self, continuation: Continuation, ids: Sequence[int]) -> None:
+        """Record ``continuation`` as ``ids`` (:meth:`encode`): observation tokens of the current segment, or a new
+        segment."""
         if continuation.new_segment:
             if self.segments:
                 self.drift += 1
             self.tools = continuation.tools
-            self.segments.append(Segment(list(continuation.ids)))
+            self.segments.append(Segment(list(ids)))
         else:
             assert self.current is not None
-            self.current.add_observation(continuation.ids)
+            self.current.add_observation(ids)
 
     def record(self, messages: Sequence[Mapping[str, Any]], generation: Generation, reply: Mapping[str, Any]) -> None:
         """Record the sampled ``generation`` of the call with ``messages``, returned to the agent as the assistant

@@ -4,6 +4,11 @@ Each episode is a session, named by a key carried in the URL (``/sessions/KEY/v1
 header or the API key; its calls are served by the session's ``generate`` on the session's event loop (the
 trainer's) and recorded token by token. A reply or refusal that ends the episode carries the header
 ``X-Agentrl-Episode-End: REASON``.
+
+No request can hold it up: a body over ``max_request_bytes`` is refused (413) before it is read, a prompt too long
+for the context before it is rendered (:mod:`~agentrl_plugins.gateway.token_bound`), rendering and tokenizing run
+off the event loop, sessions it opened itself expire when idle, and stopping it waits ``SHUTDOWN_GRACE_S`` at most
+for open connections. Every refusal, a malformed request or an unknown route included, has OpenAI's error shape.
 """
 
 from __future__ import annotations
@@ -33,24 +38,38 @@ from agentrl_plugins.types import Limits, Sampling
 
 EPISODE_END_HEADER = "x-agentrl-episode-end"
 ENDED_KEPT = 100_000
+MAX_REQUEST_BYTES = 4 * 2**20
+"""The largest request body served (OpenAI's own API takes a few MiB of text per call at most)."""
+SHUTDOWN_GRACE_S = 2.0
+"""How long stopping waits for open connections (a client that never finishes its request included)."""
 SessionFactory = Callable[[str, asyncio.AbstractEventLoop], GatewaySession]
 
 
 class Gateway:
     """Serves ``/v1/chat/completions`` and ``/v1/models`` for the sessions it holds; ``start()`` runs it on a thread
     of its own (``port=0`` picks a free port), ``stop()`` ends it. ``session_factory``, when given, opens a session
-    for a key it has not seen (the standalone ``agentrl gateway``); otherwise an unknown key is a 404."""
+    for a key it has not seen (the standalone ``agentrl gateway``); otherwise an unknown key is a 404. Sessions the
+    factory opened end as ``expired`` after ``session_idle_s`` without a call (``on_expire`` gets each), and at most
+    ``max_sessions`` of them are open at once (a new key beyond that is a 429)."""
 
     def __init__(self, model_name: str = "agentrl", host: str = "127.0.0.1", port: int = 0,
-                 session_factory: SessionFactory | None = None):
+                 session_factory: SessionFactory | None = None, *, max_request_bytes: int = MAX_REQUEST_BYTES,
+                 session_idle_s: float | None = None, max_sessions: int | None = None,
+                 on_expire: Callable[[GatewaySession], None] | None = None):
         self.model_name = model_name
         self.host = host
         self.port = port
         self.session_factory = session_factory
+        self.max_request_bytes = max_request_bytes
+        self.session_idle_s = session_idle_s
+        self.max_sessions = max_sessions
+        self.on_expire = on_expire
         self.sessions: dict[str, GatewaySession] = {}
         self.ended: OrderedDict[str, str] = OrderedDict()
         """Keys of the last ``ENDED_KEPT`` sessions closed by their owner, with their termination: a late call gets
         a clear refusal."""
+        self._last_call: OrderedDict[str, float] = OrderedDict()
+        """When each session the factory opened was last called, least recent first."""
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self.app = self._build_app()
@@ -73,10 +92,34 @@ class Gateway:
         """Remove the session ``key`` (its later calls are refused) and return it."""
         session = self.sessions.pop(key)
         session.end("closed")
-        self.ended[key] = session.termination or "closed"
+        self._remember_ended(key, session.termination or "closed")
+        return session
+
+    def _remember_ended(self, key: str, termination: str) -> None:
+        self._last_call.pop(key, None)
+        self.ended[key] = termination
         while len(self.ended) > ENDED_KEPT:
             self.ended.popitem(last=False)
-        return session
+
+    def expire_idle(self, now: float | None = None) -> list[GatewaySession]:
+        """End (as ``expired``) and remove the factory's sessions idle for ``session_idle_s``; returns them."""
+        if self.session_idle_s is None:
+            return []
+        now = time.monotonic() if now is None else now
+        expired = []
+        for key, last in list(self._last_call.items()):
+            if now - last < self.session_idle_s:
+                break
+            session = self.sessions[key]
+            if session.in_flight:  # a long call is not idleness
+                continue
+            del self.sessions[key]
+            session.end("expired")
+            self._remember_ended(key, "expired")
+            expired.append(session)
+            if self.on_expire is not None:
+                self.on_expire(session)
+        return expired
 
     # Lifecycle ----------------------------------------------------------------------------------------------
 
@@ -98,7 +141,8 @@ class Gateway:
         if self._server is not None:
             return self
         config = uvicorn.Config(self.app, host=self.host, port=self.port, log_level="warning", access_log=False,
-                                lifespan="off", timeout_keep_alive=30)
+                                lifespan="off", timeout_keep_alive=30,
+                                timeout_graceful_shutdown=int(SHUTDOWN_GRACE_S))
         server = uvicorn.Server(config)
         thread = threading.Thread(target=server.run, name="agentrl-gateway", daemon=True)
         thread.start()
@@ -112,7 +156,8 @@ class Gateway:
         return self
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        """Stop serving (open connections are closed); a second call does nothing."""
+        """Stop serving (open connections are closed, after ``SHUTDOWN_GRACE_S`` at most); a second call does
+        nothing."""
         if self._server is None:
             return
         self._server.should_exit = True
@@ -130,6 +175,7 @@ class Gateway:
 
     def _build_app(self) -> Any:
         from starlette.applications import Starlette
+        from starlette.exceptions import HTTPException
         from starlette.routing import Route
 
         routes = []
@@ -137,7 +183,8 @@ class Gateway:
             routes += [Route(f"{prefix}/v1/models", self._models, methods=["GET"]),
                        Route(f"{prefix}/v1/chat/completions", self._chat, methods=["POST"])]
         routes.append(Route("/agentrl/sessions/{key}", self._record, methods=["GET"]))
-        return Starlette(routes=routes, exception_handlers={ApiError: _api_error})
+        return Starlette(routes=routes, exception_handlers={ApiError: _api_error, HTTPException: _http_error,
+                                                            Exception: _server_error})
 
     def _session_for(self, request: Any) -> GatewaySession:
         key = presented_key(request, lambda named: named in self.sessions or named in self.ended)
@@ -150,8 +197,34 @@ class Gateway:
         if key not in self.sessions:
             if self.session_factory is None:
                 raise ApiError(404, f"unknown session {key!r}", code="session_not_found")
+            if self.max_sessions is not None and len(self._last_call) >= self.max_sessions:
+                raise ApiError(429, f"this gateway holds its {self.max_sessions} sessions; one must end or expire "
+                                    "first", kind="rate_limit_error", code="too_many_sessions")
             self.sessions[key] = self.session_factory(key, asyncio.get_running_loop())
+            self._last_call[key] = time.monotonic()
+        elif key in self._last_call:
+            self._last_call[key] = time.monotonic()
+            self._last_call.move_to_end(key)
         return self.sessions[key]
+
+    async def _body(self, request: Any) -> bytes:
+        """The request's body, refused (413) past ``max_request_bytes``: by its Content-Length before a byte is
+        read, else as soon as the bytes streamed in pass it."""
+        limit = self.max_request_bytes
+        too_large = ApiError(413, f"the request body is over this gateway's {limit} bytes", code="request_too_large")
+        declared = request.headers.get("content-length")
+        if declared is not None:
+            if not declared.isdigit():
+                raise ApiError(400, f"Content-Length {declared!r} is not a byte count")
+            if int(declared) > limit:
+                raise too_large
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise too_large
+            chunks.append(chunk)
+        return b"".join(chunks)
 
     async def _models(self, request: Any) -> Any:
         from starlette.responses import JSONResponse
@@ -161,7 +234,8 @@ class Gateway:
     async def _chat(self, request: Any) -> Any:
         from starlette.responses import JSONResponse, StreamingResponse
 
-        chat = parse_chat_request(await request.body())
+        self.expire_idle()
+        chat = parse_chat_request(await self._body(request))
         if chat.model != self.model_name:
             raise ApiError(404, f"model {chat.model!r} does not exist; this gateway serves {self.model_name!r}",
                            param="model", code="model_not_found")
@@ -214,3 +288,24 @@ async def _api_error(request: Any, error: Exception) -> Any:
 
     assert isinstance(error, ApiError)
     return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
+
+
+async def _http_error(request: Any, error: Exception) -> Any:
+    """Starlette's own refusals (no such route, a method the route does not take) in OpenAI's shape."""
+    from starlette.exceptions import HTTPException
+    from starlette.responses import JSONResponse
+
+    assert isinstance(error, HTTPException)
+    code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code)
+    message = (f"no route {request.method} {request.url.path} (this gateway serves /v1/chat/completions and "
+               "/v1/models)" if error.status_code in (404, 405) else str(error.detail))
+    return JSONResponse(ApiError(error.status_code, message, code=code).body(), status_code=error.status_code,
+                        headers=error.headers)
+
+
+async def _server_error(request: Any, error: Exception) -> Any:
+    """A failure of the gateway itself: OpenAI's 500 body (the traceback goes to the gateway's log)."""
+    from starlette.responses import JSONResponse
+
+    return JSONResponse(ApiError(500, f"the gateway failed serving this request: {error!r}", kind="server_error",
+                                 code="server_error").body(), status_code=500)

@@ -3,7 +3,8 @@
 The checks follow the episode runner's (:func:`agentrl_plugins.episode.run_episode`) one for one, so that an agent
 program that plays the runner's loop yields the runner's trajectory: new messages that would overflow the context
 end the episode as ``max_context``; a call after ``max_turns`` replies ends it as ``max_turns``; no room left or no
-time left ends it before sampling; a reply that fills the context ends it after sampling.
+time left ends it before sampling; a reply that fills the context ends it after sampling. A prompt refused for its
+length is never recorded: an episode whose first prompt is too long has no tokens (as the runner keeps none).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from agentrl_plugins.episode import Generate
-from agentrl_plugins.gateway.recorder import EpisodeRecorder
+from agentrl_plugins.gateway.recorder import Continuation, EpisodeRecorder
+from agentrl_plugins.gateway.token_bound import least_tokens
 from agentrl_plugins.gateway.tool_calls import parse_tool_calls
 from agentrl_plugins.types import Generation, Limits, Sampling
 
@@ -99,17 +101,18 @@ class GatewaySession:
         continuation = recorder.continuation(messages, tools)
         current = recorder.current
         if not continuation.new_segment and current is not None:
-            if current.length + len(continuation.ids) > limits.max_context_tokens:
-                raise self._over("max_context", f"the new messages take {len(continuation.ids)} tokens; "
-                                                f"{limits.max_context_tokens - current.length} of the context's "
-                                                f"{limits.max_context_tokens} are left")
-            recorder.extend(continuation)
+            left = limits.max_context_tokens - current.length
+            ids = await self._encode(continuation, left, f"the new messages take {{}} tokens; {left} of the context's "
+                                                         f"{limits.max_context_tokens} are left")
+            recorder.extend(continuation, ids)
             if self.elapsed() > limits.timeout_s:
                 raise self._over("timeout", f"the episode ran past its {limits.timeout_s:g} s")
         if recorder.turns >= limits.max_turns:
             raise self._over("max_turns", f"the episode has had its {limits.max_turns} replies")
         if continuation.new_segment:
-            recorder.extend(continuation)
+            ids = await self._encode(continuation, limits.max_context_tokens - 1,
+                                     f"the prompt takes {{}} tokens of the context's {limits.max_context_tokens}")
+            recorder.extend(continuation, ids)
         segment = recorder.current
         assert segment is not None
         room = limits.max_context_tokens - segment.length
@@ -145,6 +148,18 @@ class GatewaySession:
             self.end("max_context")
             ended = "max_context"
         return Reply(generation, message, len(prompt), ended)
+
+    async def _encode(self, continuation: Continuation, most: int, refusal: str) -> list[int]:
+        """``continuation``'s ids, or the episode ended as ``max_context`` when they would take more than ``most``
+        tokens (``refusal`` says so, its ``{}`` the count): refused by the byte bound before anything is rendered,
+        else rendered and tokenized on a worker thread, so that no request holds up the gateway's other sessions."""
+        least = least_tokens(self.tokenizer, continuation.messages)
+        if least > most:
+            raise self._over("max_context", refusal.format(f"at least {least}"))
+        ids = await asyncio.to_thread(self.recorder.encode, continuation)
+        if len(ids) > most:
+            raise self._over("max_context", refusal.format(len(ids)))
+        return ids
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started

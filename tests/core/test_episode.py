@@ -107,6 +107,13 @@ async def test_max_context_when_the_observation_does_not_fit():
     assert trajectory.response_mask == [1, 1, 1]
 
 
+async def test_a_prompt_that_leaves_no_room_is_not_sampled_nor_kept():
+    prompt = len(ChatCodec(TOKENIZER, "sys").prompt_ids("say done"))
+    trajectory, generate = await play(["hi"], Limits(max_context_tokens=prompt))
+    assert trajectory.termination == "max_context" and generate.prompts == []
+    assert trajectory.prompt_ids == [] and trajectory.response_ids == [] and trajectory.reward == 0.0
+
+
 async def test_timeout_while_generating():
     async def slow(token_ids, sampling):
         await asyncio.sleep(5)
