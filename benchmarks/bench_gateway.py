@@ -1,8 +1,10 @@
-"""The gateway's cost, in one run: per call through the ``openai`` client against calling the sampler directly,
-and episodes per second of agent programs at 1, 8 and 64 concurrent programs against the built-in episode runner
-playing the same conversations.
+"""The gateway's cost, in one run: per call through the ``openai`` client against calling the sampler directly;
+episodes per second of agent programs at 1, 8 and 64 concurrent programs against the built-in episode runner
+playing the same conversations; and whether a hostile request stalls the others: another session's 2-character
+call, idle and while 16 MiB bodies and 3 MiB prompts are being refused (the target: at most 2x idle; the sampler
+on one thread there, as the attacker process takes a core).
 
-    python benchmarks/bench_gateway.py [--calls 40] [--turns 3]
+    python benchmarks/bench_gateway.py [--calls 40] [--turns 3] [--only per-call|episodes|stall]
 
 Needs the ``hf`` and ``gateway`` extras and ``openai``. A small random Qwen2 samples (8 tokens a reply), so the
 figures isolate the gateway's own work: HTTP, JSON, rendering the new messages, the thread hop to the sampler.
@@ -15,10 +17,13 @@ import asyncio
 import http.client
 import json
 import statistics
+import subprocess
+import sys
 import time
 from typing import Any
 
 import openai
+import torch
 
 from agentrl_plugins.environment import AgentLink, StepResult
 from agentrl_plugins.episode import run_episodes
@@ -155,23 +160,101 @@ def episodes_per_second(gateway: Gateway, sampler: HFGenerator, tokenizer: Any, 
     return rates[0], rates[1]
 
 
+ATTACKER = """
+import json, signal, socket, sys
+host, port, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+body = json.dumps({"model": sys.argv[4], "messages": [{"role": "user", "content": "x" * size}]}).encode()
+head = (f"POST /v1/chat/completions HTTP/1.1\\r\\nHost: gateway\\r\\nAuthorization: Bearer attacker\\r\\n"
+        f"Content-Type: application/json\\r\\nContent-Length: {len(body)}\\r\\n\\r\\n").encode()
+sent = 0
+signal.signal(signal.SIGTERM, lambda *_: (print(sent, flush=True), sys.exit(0)))
+print("ready", flush=True)
+while sys.argv[5] == "flood" or sys.stdin.readline():
+    with socket.create_connection((host, port), timeout=300) as connection:
+        try:
+            connection.sendall(head + body)
+            connection.recv(65536)
+        except OSError:  # refused before the body was read: the gateway closed the connection
+            pass
+    sent += 1
+"""
+"""An attacker, as a process of its own: sends a body of ``size`` bytes whole, again and again (``flood``) or once
+per line it reads."""
+
+
+def small_call_latency(gateway: Gateway, sampler: HFGenerator, tokenizer: Any, calls: int,
+                       attack_size: int | None = None, flood: bool = False) -> tuple[float, float]:
+    """Median seconds of a 2-character call of a fresh session: alone, or alongside an attacker process sending a
+    body of ``attack_size`` bytes as each call starts (``flood``: again and again); and how many attacking requests
+    the gateway refused per second."""
+    limits = Limits(max_turns=10**6, max_context_tokens=4096, max_new_tokens_per_turn=8, timeout_s=1e9)
+    body = json.dumps({"model": gateway.model_name, "messages": [{"role": "user", "content": "hi"}]}).encode()
+    attacker = None
+    if attack_size:
+        attacker = subprocess.Popen([sys.executable, "-c", ATTACKER, gateway.host, str(gateway.port), str(attack_size),
+                                     gateway.model_name, "flood" if flood else "each"], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, text=True)
+        assert attacker.stdout is not None and attacker.stdout.readline().strip() == "ready"
+
+    async def measure() -> list[float]:
+        times = []
+        for _ in range(calls):
+            session = gateway.open_session(sampler, tokenizer, limits, SAMPLING)
+            if attacker is not None and not flood:
+                assert attacker.stdin is not None
+                attacker.stdin.write("go\n")
+                attacker.stdin.flush()
+                time.sleep(0.002)  # its request first
+            started = time.perf_counter()
+            await asyncio.to_thread(plain_post, gateway, session.key, body)
+            times.append(time.perf_counter() - started)
+            gateway.close_session(session.key)
+        return times
+
+    try:
+        time.sleep(0.5 if flood else 0)
+        started = time.perf_counter()
+        latency = statistics.median(asyncio.run(measure()))
+        took = time.perf_counter() - started
+    finally:
+        if attacker is not None:
+            attacker.terminate()
+    sent = int(attacker.communicate()[0] or 0) if attacker is not None else 0
+    return latency, sent / took
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=40)
     parser.add_argument("--turns", type=int, default=3)
+    parser.add_argument("--only", choices=("per-call", "episodes", "stall"))
     args = parser.parse_args()
     tokenizer = byte_chat_tokenizer()
     sampler = HFGenerator(build_model(tokenizer, seed=0).eval(), tokenizer.eos_token_id, tokenizer.pad_token_id,
                           seed=0)
     with Gateway() as gateway:
-        direct, through, plain = per_call(gateway, sampler, tokenizer, args.calls)
-        print(f"per call (median of {args.calls}): the sampler directly {direct * 1e3:.2f} ms")
-        for name, took in (("the gateway, bare HTTP client", plain), ("the gateway, openai client", through)):
-            print(f"  through {name}: {took * 1e3:.2f} ms, {took / direct:.2f}x (+{(took - direct) * 1e3:.2f} ms)")
-        print(f"episodes/s ({args.turns} turns, 8 tokens a reply): concurrent  runner  agent programs  ratio")
-        for concurrent in (1, 8, 64):
-            runner, programs = episodes_per_second(gateway, sampler, tokenizer, args.turns, concurrent)
-            print(f"{concurrent:>60}  {runner:6.1f}  {programs:14.1f}  {programs / runner:5.2f}x")
+        if args.only in (None, "per-call"):
+            direct, through, plain = per_call(gateway, sampler, tokenizer, args.calls)
+            print(f"per call (median of {args.calls}): the sampler directly {direct * 1e3:.2f} ms")
+            for name, took in (("the gateway, bare HTTP client", plain), ("the gateway, openai client", through)):
+                print(f"  through {name}: {took * 1e3:.2f} ms, {took / direct:.2f}x "
+                      f"(+{(took - direct) * 1e3:.2f} ms)")
+        if args.only in (None, "episodes"):
+            print(f"episodes/s ({args.turns} turns, 8 tokens a reply): concurrent  runner  agent programs  ratio")
+            for concurrent in (1, 8, 64):
+                runner, programs = episodes_per_second(gateway, sampler, tokenizer, args.turns, concurrent)
+                print(f"{concurrent:>60}  {runner:6.1f}  {programs:14.1f}  {programs / runner:5.2f}x")
+        if args.only in (None, "stall"):
+            torch.set_num_threads(1)  # the attacker takes a core: two OpenMP threads on one would measure contention
+            idle, _ = small_call_latency(gateway, sampler, tokenizer, args.calls)
+            print(f"a 2-character call (median of {args.calls}): idle {idle * 1e3:.2f} ms")
+            for name, size in (("a 16 MiB body (over the byte cap)", 16 * 2**20),
+                               ("a 3 MiB prompt (within it, far past the context)", 3 * 2**20)):
+                for flood in (False, True):
+                    took, rate = small_call_latency(gateway, sampler, tokenizer, args.calls, size, flood)
+                    how = f"a flood of {rate:.0f}/s of {name}" if flood else f"{name} sent as it starts"
+                    print(f"  alongside {how}: {took * 1e3:.2f} ms, {took / idle:.2f}x idle")
+            print("  (the target: at most 2x idle alongside a refused 16 MiB request)")
 
 
 if __name__ == "__main__":

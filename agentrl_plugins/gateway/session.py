@@ -20,6 +20,9 @@ from agentrl_plugins.gateway.token_bound import least_tokens
 from agentrl_plugins.gateway.tool_calls import parse_tool_calls
 from agentrl_plugins.types import Generation, Limits, Sampling
 
+INLINE_TEXT_CHARS = 1024
+"""Text up to this long is tokenized on the event loop (well under a millisecond; a thread hop costs more)."""
+
 
 class SessionBusy(Exception):
     """The episode already has a call in flight (an episode's calls are sequential)."""
@@ -152,11 +155,15 @@ class GatewaySession:
     async def _encode(self, continuation: Continuation, most: int, refusal: str) -> list[int]:
         """``continuation``'s ids, or the episode ended as ``max_context`` when they would take more than ``most``
         tokens (``refusal`` says so, its ``{}`` the count): refused by the byte bound before anything is rendered,
-        else rendered and tokenized on a worker thread, so that no request holds up the gateway's other sessions."""
+        else rendered and tokenized, on a worker thread where the text is long enough to hold up the gateway's other
+        sessions."""
         least = least_tokens(self.tokenizer, continuation.messages)
         if least > most:
             raise self._over("max_context", refusal.format(f"at least {least}"))
-        ids = await asyncio.to_thread(self.recorder.encode, continuation)
+        if sum(len(message["content"]) for message in continuation.messages) <= INLINE_TEXT_CHARS:
+            ids = self.recorder.encode(continuation)
+        else:
+            ids = await asyncio.to_thread(self.recorder.encode, continuation)
         if len(ids) > most:
             raise self._over("max_context", refusal.format(len(ids)))
         return ids
