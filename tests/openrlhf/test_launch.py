@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -121,9 +122,11 @@ def test_wandb_is_switched_on_with_its_key_left_to_wandb(tmp_path, monkeypatch, 
 
 def test_the_cpu_backend_command_keeps_openrlhf_cli_and_adds_its_environment(tmp_path, monkeypatch):
     monkeypatch.setenv(BACKEND_ENV, "cpu")
+    monkeypatch.setenv("PYTHONPATH", "/my/own/code")
     command = dry_run(["deepswe_grpopp"], tmp_path)
     env = env_of(command)
-    assert env[BACKEND_ENV] == "cpu" and env["PYTHONPATH"] == str(SHIMS) and env["DS_ACCELERATOR"] == "cpu"
+    assert env[BACKEND_ENV] == "cpu" and env["DS_ACCELERATOR"] == "cpu"
+    assert env["PYTHONPATH"] == f"{SHIMS}{os.pathsep}/my/own/code", "the user's PYTHONPATH is extended, not replaced"
     assert json.loads(env["RAY_OVERRIDE_RESOURCES"]) == {"CPU": 8, "GPU": 2}, "one trainer rank and one engine"
     args = parse_openrlhf_cli(flags_of(command), monkeypatch)
     assert not args.train.colocate_all and not args.vllm.enable_sleep and args.vllm.sync_backend == "gloo"

@@ -11,6 +11,7 @@ eagerly: on a CPU, inductor would spend about 17 s compiling C++ for it on first
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 from agentrl_plugins.recipe_schema import Recipe
@@ -31,10 +32,13 @@ WORKER_ENV = {
 
 def cpu_env(ranks: int = 1, on_cluster: bool = False) -> dict[str, str]:
     """Environment of the CPU launch. The local cluster ``train_ppo_ray`` starts gets a fake GPU per trainer rank
-    and rollout engine; a running one (``on_cluster``, ``RAY_ADDRESS``) brings its own resources."""
+    and rollout engine; a running one (``on_cluster``, ``RAY_ADDRESS``) brings its own resources. The shims go
+    before the user's own ``PYTHONPATH``, which is kept."""
     resources = {} if on_cluster else {
         "RAY_OVERRIDE_RESOURCES": json.dumps({"CPU": RAY_CPUS, "GPU": ranks + ROLLOUT_ENGINES})}
-    return {BACKEND_ENV: "cpu", **resources, **WORKER_ENV}
+    yours = os.environ.get("PYTHONPATH")
+    path = {"PYTHONPATH": os.pathsep.join([WORKER_ENV["PYTHONPATH"], yours]) if yours else WORKER_ENV["PYTHONPATH"]}
+    return {BACKEND_ENV: "cpu", **resources, **WORKER_ENV, **path}
 
 
 def cpu_cluster_flags(recipe: Recipe, nodes: int = 1, ranks_per_node: int = 1) -> dict[str, Any]:
