@@ -209,3 +209,53 @@ def engine_overrides() -> list[str]:
     import importlib.util
 
     return [] if importlib.util.find_spec("vllm") else ["rollout.engine=hf"]
+
+
+def marked_processes(marker: str) -> dict[int, str]:
+    """Live processes whose environment holds ``marker`` (a ``NAME=value`` the test set on a command it started:
+    every process of that command's tree inherits it, Ray's daemons and workers included), with their command
+    lines."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and marker.encode() in (entry / "environ").read_bytes().split(b"\0"):
+                if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                    found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(
+                        errors="replace")
+        except OSError:
+            pass
+    return found
+
+
+def killed_run_leftovers(command: Sequence[str], env: dict[str, str], started: str, timeout_s: float = 300,
+                         settle_s: float = 15) -> dict[int, str]:
+    """Start ``command`` (``agentrl run ...``), wait for a process whose command line holds ``started`` (a Ray
+    actor's ``ray::`` name), ``kill -9`` the command, and return its tree's processes still alive ``settle_s``
+    later (each then killed, so a failing test leaves nothing behind)."""
+    import os
+    import signal
+    import uuid
+
+    marker = f"AGENTRL_TEST_RUN={uuid.uuid4().hex}"
+    name, value = marker.split("=")
+    process = subprocess.Popen(list(command), env={**env, name: value}, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while not any(started in line for line in marked_processes(marker).values()):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"no process {started!r} appeared (the command exited {process.returncode})")
+            time.sleep(0.2)
+    finally:
+        process.kill()
+        process.wait()
+    deadline = time.monotonic() + settle_s
+    while marked_processes(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = marked_processes(marker)
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return left

@@ -19,6 +19,7 @@ from agentrl_plugins.environment import build_environment, close_environment
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.models import run_model
 from agentrl_plugins.recipe_schema import Recipe
+from agentrl_plugins.runs.reaper import fate_shared
 from agentrl_plugins.runs.rundir import RunDir
 
 from agentrl_openrlhf.config import RunPaths, describe, engine_notice
@@ -94,7 +95,7 @@ def launch(recipe: Recipe, run: RunDir, paths: RunPaths, command: list[str]) -> 
     """Write the run folder and the datasets, run the command (its recorder writes the report); return the
     folder."""
     prepare(recipe, run, paths, command)
-    result = subprocess.run(command, check=False)
+    result = subprocess.run(fate_shared(command), check=False)
     if result.returncode != 0:
         raise AgentRLError(f"OpenRLHF exited with status {result.returncode}; the run folder is {run.path}")
     if not run.report_file.is_file():

@@ -22,6 +22,7 @@ from agentrl_plugins.adapter import RunOptions, ray_address
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.models import run_model
 from agentrl_plugins.recipe_schema import Recipe
+from agentrl_plugins.runs.reaper import fate_shared
 from agentrl_plugins.runs.rundir import RunDir
 
 from agentrl_verl import cpu
@@ -170,7 +171,8 @@ def launch(recipe: Recipe, options: RunOptions) -> Path | None:
     started = prepare(recipe, options)
     with ThreadPoolExecutor(1) as pool:
         checked = pool.submit(check_setup, cpu.PLATFORM_ENV in started.env)
-        trainer = subprocess.Popen([sys.executable, *started.command[1:]], env={**os.environ, **started.env})
+        trainer = subprocess.Popen(fate_shared([sys.executable, *started.command[1:]]),
+                                   env={**os.environ, **started.env})
         try:
             checked.result()
         except BaseException:
