@@ -17,6 +17,7 @@ from agentrl_plugins.adapter import RunOptions
 from agentrl_plugins.cli import build_app
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.recipe import load_recipe
+from agentrl_plugins.runs.reaper import fate_shared
 
 from agentrl_openrlhf.adapter import OpenRLHFAdapter
 from agentrl_openrlhf.config import CLI_MODULE, RUNTIME_ENV_HOOK
@@ -167,7 +168,8 @@ def test_a_run_writes_its_folder_and_launches_the_command(tmp_path, monkeypatch)
     held_out = [json.loads(line) for line in (folder / "eval_prompts.jsonl").read_text().splitlines()]
     assert len(rows) == 6 and {r["label"] for r in held_out} == {"days_left", "head", "is_sorted", "to_fahrenheit",
                                                                   "percent", "middle"}
-    assert json.loads((folder / "run.json").read_text())["command"] == command
+    recorded = json.loads((folder / "run.json").read_text())["command"]
+    assert command == fate_shared(recorded), "the recorded command runs under the reaper (kill -9 leaves nothing)"
 
 
 def test_a_missing_model_folder_is_a_clear_error(tmp_path):

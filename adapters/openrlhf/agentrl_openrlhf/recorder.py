@@ -4,16 +4,16 @@ The runtime-env hook installs these wrappers when ``AGENTRL_OPENRLHF_RUN_DIR`` n
 folder (``agentrl run`` sets it). OpenRLHF's own code still does the work; the wrappers only read:
 
 - ``PPOTrainer.fit`` evaluates the starting policy first (step 0, as the TRL run does) and the
-  last step when ``eval.steps`` skipped it (whatever the step count), then writes the report;
+  last step when ``eval.steps`` skipped it, then writes the report;
 - ``RemoteExperienceMaker.make_experience_batch`` counts each step's episodes, their mean reward and loss tokens,
   and those of compact-filtered episodes (which must be zero), and keeps each episode's counts for the episode
   figures (an agent program's later segments are rows of their own: their tokens count, their rows are not
   episodes);
 - ``PPOTrainer.save_logs_and_checkpoints`` (inherited; Ray's actor class holds its own copy)
   stops a step whose gathered policy loss is not finite (naming the recipe's policy loss), turns
-  OpenRLHF's step status into :class:`StepMetrics` (held back until OpenRLHF evaluates the step or the next
-  step comes: only then is it known not to be the last), appends the raw status to ``openrlhf_steps.jsonl``,
-  and logs the row's ``agentrl/`` figures with OpenRLHF's own loggers (W&B, TensorBoard);
+  OpenRLHF's step status into :class:`StepMetrics` (held back until the step's evaluation when there is
+  one), appends the raw status to ``openrlhf_steps.jsonl``, and logs the row's ``agentrl/`` figures with
+  OpenRLHF's own loggers (W&B, TensorBoard);
 - ``SamplesGenerator.generate_eval_samples`` keeps the held-out episodes for pass@1 and the
   hacked fraction, read from the agent executor's per-episode logs.
 """
@@ -73,8 +73,7 @@ class StepRows:
 
 @dataclass
 class StepRecorder:
-    """Writes the run folder's rows; a step's row waits in ``pending`` for its evaluation, or for the next step
-    (which tells it was not the last)."""
+    """Writes the run folder's rows; a row waits in ``pending`` for its step's evaluation."""
 
     run: RunDir
     hooks: Any
@@ -156,6 +155,14 @@ def _numbers(status: dict[str, Any]) -> dict[str, float]:
     return {key: float(value) for key, value in status.items() if isinstance(value, (int, float))}
 
 
+def _evaluates(trainer: Any, step: int) -> bool:
+    return bool(trainer.eval_dataloader) and (step % trainer.args.eval.steps == 0 or step == _last_step(trainer))
+
+
+def _last_step(trainer: Any) -> int:
+    return len(trainer.prompts_dataloader) * trainer.args.train.num_episodes
+
+
 def _eval_kwargs(trainer: Any) -> dict[str, Any]:
     """What ``PPOTrainer.fit`` passes to ``evaluate``."""
     return {**trainer.generate_kwargs, "temperature": trainer.args.eval.temperature,
@@ -169,11 +176,8 @@ def fit_method(original: Any) -> Any:
         if global_step == 0 and self.eval_dataloader and not self.agentrl_recorder.run.read_metrics():
             self.evaluate(0, **_eval_kwargs(self))
         original(self, global_step)
-        last = self.agentrl_recorder.pending
-        if last is not None and self.eval_dataloader:
-            self.evaluate(last.step, **_eval_kwargs(self))
-        elif last is not None:
-            self.agentrl_recorder.write(last, self)
+        if self.agentrl_recorder.pending is not None:
+            self.evaluate(self.agentrl_recorder.pending.step, **_eval_kwargs(self))
         if self.tensorboard_logger is not None:
             self.tensorboard_logger.close()
         if self.agentrl_recorder.run.read_metrics():
@@ -208,10 +212,11 @@ def save_logs_method(original: Any) -> Any:
         with open(recorder.run.path / STEPS_FILE, "a") as handle:
             handle.write(json.dumps({"step": global_step, **asdict(rows), "status": _numbers(logs_dict)}) + "\n")
         row = train_row(global_step, logs_dict, rows, recorder.seconds(), self.experience_maker.agentrl_episodes)
-        if recorder.pending is not None:  # the step before: not evaluated, and not the last
-            recorder.write(recorder.pending, self)
-        recorder.pending = row
-        recorder.started = time.monotonic()
+        if _evaluates(self, global_step):
+            recorder.pending = row
+            recorder.started = time.monotonic()
+        else:
+            recorder.write(row, self)
 
     return save_logs_and_checkpoints
 

@@ -11,7 +11,6 @@ unchanged. With it, before anything is built, verl's config is checked against t
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -233,23 +232,9 @@ class AgentRLTrainer(PPOTrainerSync):
     def fit(self, *args: Any, **kwargs: Any) -> Any:
         result = super().fit(*args, **kwargs)
         if self.agentrl is not None:
-            trained = not self.config.trainer.get("val_only", False)
-            if trained and self.config.trainer.save_freq <= 0:
-                self._save_last_checkpoint()
-            self.agentrl.finish(Path(self.config.trainer.default_local_dir) if trained else None)
+            saved = self.config.trainer.save_freq > 0
+            self.agentrl.finish(Path(self.config.trainer.default_local_dir) if saved else None)
         return result
-
-    def _save_last_checkpoint(self) -> None:
-        """verl saves no checkpoint with ``trainer.save_freq <= 0``: the last step's, through verl's own
-        ``_save_checkpoint``, so that the run still ends with its ``final/`` weights (said on stderr)."""
-        self.global_steps -= 1  # verl's fit leaves it one past the last step
-        try:
-            self._save_checkpoint()
-        finally:
-            self.global_steps += 1
-        print(f"agentrl: trainer.save_freq={self.config.trainer.save_freq} turned verl's checkpoints off; the last "
-              f"step's (global_step_{self.global_steps - 1} in {self.config.trainer.default_local_dir}) was saved "
-              "to write the run's final/ weights", file=sys.stderr, flush=True)
 
 
 def refusing(mode: str, trainer: type) -> type:
