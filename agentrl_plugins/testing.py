@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import signal
 import struct
 import subprocess
 import sysconfig
 import time
+import uuid
 import venv
 from collections import Counter
 from contextlib import contextmanager
@@ -227,16 +230,32 @@ def marked_processes(marker: str) -> dict[int, str]:
     return found
 
 
+def settled_leftovers(marker: str, settle_s: float) -> dict[int, str]:
+    """``marker``'s processes (:func:`marked_processes`) still alive ``settle_s`` from now, each then killed (the
+    test started them, so a failing test leaves nothing behind)."""
+    deadline = time.monotonic() + settle_s
+    while marked_processes(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = marked_processes(marker)
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return left
+
+
+def new_process_marker() -> str:
+    """A fresh ``NAME=value`` to set on a command whose process tree :func:`marked_processes` then finds."""
+    return f"AGENTRL_TEST_RUN={uuid.uuid4().hex}"
+
+
 def killed_run_leftovers(command: Sequence[str], env: dict[str, str], started: str, timeout_s: float = 300,
                          settle_s: float = 15) -> dict[int, str]:
     """Start ``command`` (``agentrl run ...``), wait for a process whose command line holds ``started`` (a Ray
     actor's ``ray::`` name), ``kill -9`` the command, and return its tree's processes still alive ``settle_s``
-    later (each then killed, so a failing test leaves nothing behind)."""
-    import os
-    import signal
-    import uuid
-
-    marker = f"AGENTRL_TEST_RUN={uuid.uuid4().hex}"
+    later (:func:`settled_leftovers`)."""
+    marker = new_process_marker()
     name, value = marker.split("=")
     process = subprocess.Popen(list(command), env={**env, name: value}, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
@@ -249,13 +268,4 @@ def killed_run_leftovers(command: Sequence[str], env: dict[str, str], started: s
     finally:
         process.kill()
         process.wait()
-    deadline = time.monotonic() + settle_s
-    while marked_processes(marker) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    left = marked_processes(marker)
-    for pid in left:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    return left
+    return settled_leftovers(marker, settle_s)
