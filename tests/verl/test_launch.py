@@ -21,6 +21,7 @@ from agentrl_plugins.adapter import RunOptions
 from agentrl_plugins.algorithms import lr_multiplier
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.recipe import load_recipe
+from agentrl_plugins.runs.reaper import fate_shared
 from agentrl_plugins.runs.rundir import RunDir
 
 from agentrl_tinyagent.cache import model_path
@@ -170,14 +171,17 @@ def test_prepare_writes_what_the_command_it_prints_reads(tmp_path, model_dir):
 
 
 def fake_main_ppo(launched: list, report: bool = True) -> type:
-    """A stand-in for ``subprocess.Popen`` of main_ppo, for a faked launch: records its command and environment and,
-    with ``report``, leaves what main_ppo leaves when it succeeds (verl's recording trainer writes the report)."""
+    """A stand-in for ``subprocess.Popen`` of main_ppo, for a faked launch: checks main_ppo runs under the reaper,
+    records its command (inside the reaper) and environment and, with ``report``, leaves what main_ppo leaves when it
+    succeeds (verl's recording trainer writes the report)."""
 
     class MainPPO:
         def __init__(self, cmd: list[str], env: dict[str, str]):
-            self.cmd, self.env, self.terminated = cmd, env, False
+            separator = cmd.index("--")
+            assert fate_shared(cmd[separator + 1:]) == cmd  # main_ppo runs under the reaper, tied to the launch
+            self.cmd, self.env, self.terminated = cmd[separator + 1:], env, False
             launched.append(self)
-            settings = dict(word.split("=", 1) for word in cmd[3:])
+            settings = dict(word.split("=", 1) for word in self.cmd[3:])
             if report:
                 (Path(settings["+agentrl.recipe"]).parent / "report.md").write_text("report")
 
