@@ -19,11 +19,11 @@ from agentrl_plugins.testing import local_ray_cluster
 from agentrl_openrlhf.cpu import BACKEND_ENV
 from agentrl_openrlhf.recorder import STEPS_FILE
 
-OVERRIDES = {"train.steps": 2, "train.eval_every": 2, "train.eval_episodes_per_task": 1,
+OVERRIDES = {"train.steps": 2, "train.eval_every": 3, "train.eval_episodes_per_task": 1,
              "rollout.group_size": 4, "rollout.tasks_per_step": 2, "rollout.max_turns": 4,
              "filtering.compact": "false", "loss.entropy_coef": 0.01}
 """A freshly initialised TinyAgent earns no reward: the entropy bonus on unfiltered episodes gives every step a
-gradient."""
+gradient. Evaluating every third step, OpenRLHF evaluates none of the two: the adapter evaluates the last."""
 
 
 def test_two_ranks_on_two_nodes_train_and_report(tmp_path, tokenizer, model):
@@ -45,7 +45,9 @@ def test_two_ranks_on_two_nodes_train_and_report(tmp_path, tokenizer, model):
     assert "RAY_OVERRIDE_RESOURCES" not in " ".join(info["command"]), "a running cluster brings its own resources"
     shards = sorted(path.name for path in run.checkpoints.rglob("*zero_pp_rank_*_optim_states.pt"))
     assert [name.split("zero_pp_rank_")[1][0] for name in shards] == ["0", "1"], shards
-    assert [row.step for row in run.read_metrics()] == [0, 1, 2]
+    rows = run.read_metrics()
+    assert [row.step for row in rows] == [0, 1, 2]
+    assert [row.heldout_pass1 is not None for row in rows] == [True, False, True], "the start and the last step"
     steps = [json.loads(line) for line in (run.path / STEPS_FILE).read_text().splitlines()]
     assert all(step["status"]["actor_grad_norm"] > 0 for step in steps), "both steps must have had a gradient"
     assert run.report_file.is_file()

@@ -60,12 +60,15 @@ def test_two_ranks_on_two_nodes_train_and_report(tmp_path, model_dir):
 def test_two_ranks_train_exactly_the_one_rank_steps_when_they_sample_the_same_episodes(tmp_path, model_dir):
     """The real engine, not an emulation: with one rollout server for both ranks (rollout tensor parallel size 2,
     a setting of the user's own command), two ranks sample the one-rank run's episodes, and verl's global gradient
-    norm, loss and the next step's episodes (sampled from the updated weights) agree with the one-rank run's."""
+    norm, loss and the next step's episodes (sampled from the updated weights) agree with the one-rank run's. The
+    one-rank run turns verl's checkpoints off (``trainer.save_freq=-1``): the last step's is saved all the same, and
+    said, for ``final/``."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PATH": f"{Path(sys.executable).parent}{os.pathsep}"
                                                          f"{os.environ['PATH']}"}
     env.pop("RAY_ADDRESS", None)
     logged = {}
-    for ranks, extra in ((1, []), (2, ["actor_rollout_ref.rollout.tensor_model_parallel_size=2"])):
+    shared_server = "actor_rollout_ref.rollout.tensor_model_parallel_size=2"
+    for ranks, extra in ((1, ["trainer.save_freq=-1"]), (2, [shared_server])):
         run = RunDir(tmp_path / f"ranks{ranks}")
         prepare = subprocess.run(
             [sys.executable, "-m", "agentrl_plugins", "verl", "prepare", "deepswe_grpopp", "--profile", "laptop",
@@ -77,6 +80,14 @@ def test_two_ranks_train_exactly_the_one_rank_steps_when_they_sample_the_same_ep
                               capture_output=True, text=True, timeout=900)
         assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
         logged[ranks] = verl_metrics(run.path / VERL_METRICS_FILE)
+        if ranks == 1:
+            notice = "trainer.save_freq=-1 saves no checkpoint: agentrl saved the last step's (global_step_2"
+            assert notice in done.stderr
+            assert [path.name for path in run.checkpoints.glob("global_step_*")] == ["global_step_2"]
+            (shard,) = (run.checkpoints / "global_step_2" / "actor").glob("model_world_size_*")
+            final = AutoModelForCausalLM.from_pretrained(run.final_weights).state_dict()
+            saved = joined_shards([shard])
+            assert saved is not None and all(torch.equal(final[name], saved[name]) for name in saved)
     for step in (1, 2):
         one, two = logged[1][step], logged[2][step]
         assert two["response_length/mean"] == one["response_length/mean"], "the same episodes at every step"

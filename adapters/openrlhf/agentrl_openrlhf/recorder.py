@@ -3,8 +3,7 @@
 The runtime-env hook installs these wrappers when ``AGENTRL_OPENRLHF_RUN_DIR`` names the run
 folder (``agentrl run`` sets it). OpenRLHF's own code still does the work; the wrappers only read:
 
-- ``PPOTrainer.fit`` evaluates the starting policy first (step 0, as the TRL run does) and the
-  last step when ``eval.steps`` skipped it, then writes the report;
+- ``PPOTrainer.fit`` evaluates the starting policy first (step 0, as the TRL run does), then writes the report;
 - ``RemoteExperienceMaker.make_experience_batch`` counts each step's episodes, their mean reward and loss tokens,
   and those of compact-filtered episodes (which must be zero), and keeps each episode's counts for the episode
   figures (an agent program's later segments are rows of their own: their tokens count, their rows are not
@@ -12,8 +11,9 @@ folder (``agentrl run`` sets it). OpenRLHF's own code still does the work; the w
 - ``PPOTrainer.save_logs_and_checkpoints`` (inherited; Ray's actor class holds its own copy)
   stops a step whose gathered policy loss is not finite (naming the recipe's policy loss), turns
   OpenRLHF's step status into :class:`StepMetrics` (held back until the step's evaluation when there is
-  one), appends the raw status to ``openrlhf_steps.jsonl``, and logs the row's ``agentrl/`` figures with
-  OpenRLHF's own loggers (W&B, TensorBoard);
+  one), appends the raw status to ``openrlhf_steps.jsonl``, logs the row's ``agentrl/`` figures with
+  OpenRLHF's own loggers (W&B, TensorBoard), and evaluates the last step when ``eval.steps`` skips it, as
+  ``fit`` evaluates (its best checkpoint included), while OpenRLHF's loggers are still open;
 - ``SamplesGenerator.generate_eval_samples`` keeps the held-out episodes for pass@1 and the
   hacked fraction, read from the agent executor's per-episode logs.
 """
@@ -155,12 +155,20 @@ def _numbers(status: dict[str, Any]) -> dict[str, float]:
     return {key: float(value) for key, value in status.items() if isinstance(value, (int, float))}
 
 
-def _evaluates(trainer: Any, step: int) -> bool:
-    return bool(trainer.eval_dataloader) and (step % trainer.args.eval.steps == 0 or step == _last_step(trainer))
+def _openrlhf_evaluates(trainer: Any, step: int) -> bool:
+    """Whether ``PPOTrainer.fit`` evaluates after this step's logs."""
+    return bool(trainer.eval_dataloader) and step % trainer.args.eval.steps == 0
 
 
-def _last_step(trainer: Any) -> int:
-    return len(trainer.prompts_dataloader) * trainer.args.train.num_episodes
+def _is_last_step(trainer: Any, client_states: dict[str, Any] | None) -> bool:
+    """Whether the step just trained is the run's last: in the last episode, every prompt of every episode drawn
+    (``fit``'s count, which a resume restores; the prompts dataloader yields one at a time) and none of their
+    samples left waiting in the generator's buffer."""
+    states = client_states or {}
+    episodes = trainer.args.train.num_episodes
+    return (states.get("episode") == episodes - 1
+            and states.get("total_consumed_prompts", 0) >= len(trainer.prompts_dataloader) * episodes
+            and not getattr(trainer.samples_generator, "_sample_buffer", None))
 
 
 def _eval_kwargs(trainer: Any) -> dict[str, Any]:
@@ -176,11 +184,13 @@ def fit_method(original: Any) -> Any:
         if global_step == 0 and self.eval_dataloader and not self.agentrl_recorder.run.read_metrics():
             self.evaluate(0, **_eval_kwargs(self))
         original(self, global_step)
-        if self.agentrl_recorder.pending is not None:
-            self.evaluate(self.agentrl_recorder.pending.step, **_eval_kwargs(self))
         if self.tensorboard_logger is not None:
             self.tensorboard_logger.close()
-        if self.agentrl_recorder.run.read_metrics():
+        rows = self.agentrl_recorder.run.read_metrics()
+        if self.eval_dataloader and rows and rows[-1].heldout_pass1 is None:
+            print(f"agentrl: step {rows[-1].step}, the run's last, has no held-out evaluation: the prompts ran out "
+                  "on a batch that dynamic filtering emptied, after the step was logged", file=sys.stderr, flush=True)
+        if rows:
             print(f"report: {write_report(self.agentrl_recorder.run)}", file=sys.stderr, flush=True)
 
     return fit
@@ -212,9 +222,13 @@ def save_logs_method(original: Any) -> Any:
         with open(recorder.run.path / STEPS_FILE, "a") as handle:
             handle.write(json.dumps({"step": global_step, **asdict(rows), "status": _numbers(logs_dict)}) + "\n")
         row = train_row(global_step, logs_dict, rows, recorder.seconds(), self.experience_maker.agentrl_episodes)
-        if _evaluates(self, global_step):
+        if _openrlhf_evaluates(self, global_step):
             recorder.pending = row
             recorder.started = time.monotonic()
+        elif self.eval_dataloader and _is_last_step(self, client_states):
+            recorder.pending = row
+            recorder.started = time.monotonic()
+            self.save_best_checkpoint(self.evaluate(global_step, **_eval_kwargs(self)), global_step, client_states)
         else:
             recorder.write(row, self)
 

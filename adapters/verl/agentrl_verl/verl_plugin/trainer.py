@@ -11,6 +11,7 @@ unchanged. With it, before anything is built, verl's config is checked against t
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -232,9 +233,22 @@ class AgentRLTrainer(PPOTrainerSync):
     def fit(self, *args: Any, **kwargs: Any) -> Any:
         result = super().fit(*args, **kwargs)
         if self.agentrl is not None:
-            saved = self.config.trainer.save_freq > 0
-            self.agentrl.finish(Path(self.config.trainer.default_local_dir) if saved else None)
+            if self.agentrl_training and self.config.trainer.save_freq <= 0:
+                self.save_last_step()
+            self.agentrl.finish(Path(self.config.trainer.default_local_dir) if self.agentrl_training else None)
         return result
+
+    def save_last_step(self) -> None:
+        """Checkpoint the last trained step, which ``trainer.save_freq<=0`` leaves unsaved: ``final/`` is its actor
+        (said on stderr)."""
+        self.global_steps -= 1  # verl's fit counts one past the last step it trained
+        try:
+            self._save_checkpoint()
+        finally:
+            self.global_steps += 1
+        print(f"trainer.save_freq={self.config.trainer.save_freq} saves no checkpoint: agentrl saved the last step's "
+              f"(global_step_{self.global_steps - 1} in {self.config.trainer.default_local_dir}) to write final/",
+              file=sys.stderr, flush=True)
 
 
 def refusing(mode: str, trainer: type) -> type:
