@@ -21,7 +21,7 @@ import venv
 from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence, get_args
+from typing import Any, Callable, Iterable, Iterator, Sequence, get_args
 
 from agentrl_plugins.adapter import FrameworkAdapter, MappingStatus, decided_settings
 from agentrl_plugins.recipe_schema import SECTIONS, Recipe
@@ -250,20 +250,22 @@ def new_process_marker() -> str:
     return f"AGENTRL_TEST_RUN={uuid.uuid4().hex}"
 
 
-def killed_run_leftovers(command: Sequence[str], env: dict[str, str], started: str, timeout_s: float = 300,
-                         settle_s: float = 15) -> dict[int, str]:
+def killed_run_leftovers(command: Sequence[str], env: dict[str, str], started: str | Callable[[], bool],
+                         timeout_s: float = 300, settle_s: float = 15) -> dict[int, str]:
     """Start ``command`` (``agentrl run ...``), wait for a process whose command line holds ``started`` (a Ray
-    actor's ``ray::`` name), ``kill -9`` the command, and return its tree's processes still alive ``settle_s``
-    later (:func:`settled_leftovers`)."""
+    actor's ``ray::`` name) or for ``started()`` to be true (a moment of the run seen from outside: a file
+    written), ``kill -9`` the command, and return its tree's processes still alive ``settle_s`` later
+    (:func:`settled_leftovers`)."""
     marker = new_process_marker()
     name, value = marker.split("=")
     process = subprocess.Popen(list(command), env={**env, name: value}, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + timeout_s
-        while not any(started in line for line in marked_processes(marker).values()):
+        while not (started() if callable(started) else
+                   any(started in line for line in marked_processes(marker).values())):
             if process.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"no process {started!r} appeared (the command exited {process.returncode})")
+                raise AssertionError(f"the moment {started!r} did not come (the command exited {process.returncode})")
             time.sleep(0.2)
     finally:
         process.kill()

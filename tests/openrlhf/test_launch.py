@@ -172,6 +172,30 @@ def test_a_run_writes_its_folder_and_launches_the_command(tmp_path, monkeypatch)
     assert command == fate_shared(recorded), "the recorded command runs under the reaper (kill -9 leaves nothing)"
 
 
+def test_a_resume_runs_the_recorded_command_from_its_checkpoint_or_says_why_not(tmp_path, monkeypatch):
+    launched = []
+
+    def finished(command, check):
+        launched.append(command)
+        (tmp_path / "run" / "report.md").write_text("report")
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(subprocess, "run", finished)
+    (tmp_path / "model").mkdir()
+    recipe = load_recipe("deepswe_grpopp", {"train.steps": 3, "train.eval_every": 2}, "laptop")
+    folder = OpenRLHFAdapter().run(recipe, RunOptions(run_dir=tmp_path / "run", model=str(tmp_path / "model")))
+    recorded = json.loads((folder / "run.json").read_text())["command"]
+    assert recorded[recorded.index("--ckpt.save_steps") + 1] == "2", "a checkpoint every train.eval_every steps"
+    with pytest.raises(AgentRLError, match=r"no checkpoint to resume from .*_actor/latest is missing"):
+        OpenRLHFAdapter().run(recipe, RunOptions(resume=folder))
+    (folder / "checkpoints" / "_actor").mkdir(parents=True)
+    (folder / "checkpoints" / "_actor" / "latest").write_text("global_step2")
+    with pytest.raises(AgentRLError, match=r"its model, ranks, nodes and loggers\); leave out --ranks, --report-to"):
+        OpenRLHFAdapter().run(recipe, RunOptions(resume=folder, ranks=2, report_to=("tensorboard",)))
+    OpenRLHFAdapter().run(recipe, RunOptions(resume=folder))
+    assert launched[-1] == fate_shared([*recorded, "--ckpt.load_enable"])
+
+
 def test_a_missing_model_folder_is_a_clear_error(tmp_path):
     with pytest.raises(AgentRLError, match="not a local model folder"):
         OpenRLHFAdapter().run(load_recipe("grpo"), RunOptions(run_dir=tmp_path / "run", model=str(tmp_path / "no")))

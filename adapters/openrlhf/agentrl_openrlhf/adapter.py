@@ -12,7 +12,7 @@ from agentrl_plugins.runs.rundir import RunDir
 
 from agentrl_openrlhf.config import describe
 from agentrl_openrlhf.cpu import choose_backend
-from agentrl_openrlhf.launcher import FRAMEWORK, check_loggers, launch, plan, print_plan, run_paths
+from agentrl_openrlhf.launcher import FRAMEWORK, check_loggers, launch, plan, print_plan, resume, run_paths
 
 
 class OpenRLHFAdapter:
@@ -24,8 +24,13 @@ class OpenRLHFAdapter:
     def run(self, recipe: Recipe, options: RunOptions) -> Path | None:
         check_loggers(options.report_to)
         if options.resume is not None:
-            raise AgentRLError("--resume is not supported for openrlhf runs; OpenRLHF resumes from its checkpoints "
-                               "with --ckpt.load_enable")
+            given = [flag for flag, value in (("--out", options.run_dir), ("--model", options.model),
+                                              ("--ranks", options.ranks), ("--report-to", options.report_to),
+                                              ("--nodes", options.nodes != 1)) if value]
+            if given:
+                raise AgentRLError(f"--resume runs the folder's own OpenRLHF command again (its model, ranks, nodes "
+                                   f"and loggers); leave out {', '.join(given)}")
+            return resume(RunDir(options.resume), options.dry_run)
         run, paths, command = plan(recipe, options, prepare_model=not options.dry_run)
         if options.dry_run:
             print_plan(options, run, command)

@@ -147,6 +147,7 @@ def launch_flags(recipe: Recipe, paths: RunPaths, backend: str = "gpu") -> dict[
         "data.prompt_dataset": str(paths.train_data),
         "eval.dataset": str(paths.eval_data),
         "ckpt.path": str(paths.checkpoints),
+        "ckpt.save_steps": recipe.train.eval_every,  # what `agentrl run --resume` continues from
         "ckpt.output_dir": str(paths.final),
         **(cpu_cluster_flags(recipe, paths.nodes, paths.ranks_per_node) if backend == "cpu" else
            {"actor.num_nodes": paths.nodes, "actor.num_gpus_per_node": paths.ranks_per_node,

@@ -28,6 +28,7 @@ from agentrl_openrlhf.dataset import dataset_rows, write_jsonl
 
 FRAMEWORK = "openrlhf"
 SCRIPT = "train_ppo_ray.sh"
+RESUME_FLAG = "--ckpt.load_enable"
 SCRIPT_NOTE = ("OpenRLHF's own trainer for the run in this folder, written by `agentrl openrlhf prepare`. Words "
                "after the script's name are more flags (argparse keeps the last value of a flag).")
 
@@ -95,6 +96,26 @@ def launch(recipe: Recipe, run: RunDir, paths: RunPaths, command: list[str]) -> 
     """Write the run folder and the datasets, run the command (its recorder writes the report); return the
     folder."""
     prepare(recipe, run, paths, command)
+    return train(run, command)
+
+
+def resume(run: RunDir, dry_run: bool = False) -> Path | None:
+    """``agentrl run --resume``: the run's own command again, from its latest checkpoint (OpenRLHF's
+    ``--ckpt.load_enable``; the recorder drops the rows after the checkpoint's step)."""
+    command = [*run.run_info()["command"], RESUME_FLAG]
+    latest = run.checkpoints / "_actor" / "latest"
+    if not latest.is_file():
+        raise AgentRLError(f"{run.path} has no checkpoint to resume from ({latest} is missing): OpenRLHF saves one "
+                           "every train.eval_every steps (--ckpt.save_steps); start the run again instead")
+    if dry_run:
+        print(shlex.join(command))
+        return None
+    print(f"resuming {run.path} from OpenRLHF's checkpoint {latest.read_text().strip()}", file=sys.stderr, flush=True)
+    return train(run, command)
+
+
+def train(run: RunDir, command: list[str]) -> Path:
+    """Run OpenRLHF's command for the run folder ``run`` (under the reaper); return the folder."""
     result = subprocess.run(fate_shared(command), check=False)
     if result.returncode != 0:
         raise AgentRLError(f"OpenRLHF exited with status {result.returncode}; the run folder is {run.path}")

@@ -3,17 +3,19 @@
 The runtime-env hook installs these wrappers when ``AGENTRL_OPENRLHF_RUN_DIR`` names the run
 folder (``agentrl run`` sets it). OpenRLHF's own code still does the work; the wrappers only read:
 
-- ``PPOTrainer.fit`` evaluates the starting policy first (step 0, as the TRL run does), then writes the report;
+- ``PPOTrainer.fit`` evaluates the starting policy first (step 0, as the TRL run does), then writes the report; a
+  resumed run (``--ckpt.load_enable``) first drops the rows after its checkpoint's step;
 - ``RemoteExperienceMaker.make_experience_batch`` counts each step's episodes, their mean reward and loss tokens,
   and those of compact-filtered episodes (which must be zero), and keeps each episode's counts for the episode
   figures (an agent program's later segments are rows of their own: their tokens count, their rows are not
   episodes);
 - ``PPOTrainer.save_logs_and_checkpoints`` (inherited; Ray's actor class holds its own copy)
   stops a step whose gathered policy loss is not finite (naming the recipe's policy loss), turns
-  OpenRLHF's step status into :class:`StepMetrics` (held back until the step's evaluation when there is
-  one), appends the raw status to ``openrlhf_steps.jsonl``, logs the row's ``agentrl/`` figures with
-  OpenRLHF's own loggers (W&B, TensorBoard), and evaluates the last step when ``eval.steps`` skips it, as
-  ``fit`` evaluates (its best checkpoint included), while OpenRLHF's loggers are still open;
+  OpenRLHF's step status into :class:`StepMetrics`, appends the raw status to ``openrlhf_steps.jsonl`` and
+  logs the row's ``agentrl/`` figures with OpenRLHF's own loggers (W&B, TensorBoard), all before OpenRLHF
+  saves the step's checkpoint (a resume never lacks a checkpointed step's row). A step ``fit`` evaluates is
+  evaluated there, ahead of ``fit`` (whose call gets the same figures), and so is the last step when
+  ``eval.steps`` skips it, with the best checkpoint ``fit`` would save;
 - ``SamplesGenerator.generate_eval_samples`` keeps the held-out episodes for pass@1 and the
   hacked fraction, read from the agent executor's per-episode logs.
 """
@@ -21,7 +23,6 @@ folder (``agentrl run`` sets it). OpenRLHF's own code still does the work; the w
 from __future__ import annotations
 
 import functools
-import json
 import operator
 import os
 import sys
@@ -36,6 +37,7 @@ from agentrl_plugins.algorithm import check_finite_loss
 from agentrl_plugins.algorithms.mismatch import MismatchSums
 from agentrl_plugins.plugins import get_plugin_manager
 from agentrl_plugins.runs.figures import EpisodeCounts, episode_figures
+from agentrl_plugins.runs.journal import append_line, read_lines, rewrite_lines
 from agentrl_plugins.runs.metrics import StepMetrics, finite, logged_figures
 from agentrl_plugins.runs.progress import record_step
 from agentrl_plugins.runs.report import write_report
@@ -79,6 +81,13 @@ class StepRecorder:
     hooks: Any
     started: float = field(default_factory=time.monotonic)
     pending: StepMetrics | None = None
+    evaluated: tuple[int, dict[str, Any]] | None = None
+
+    def resume_from(self, step: int) -> None:
+        """Drop what a resume from step ``step``'s checkpoint runs again (0: no checkpoint, everything)."""
+        self.run.truncate_metrics(step if step else -1)
+        steps = self.run.path / STEPS_FILE
+        rewrite_lines(steps, [row for row in read_lines(steps) if row["step"] <= step])
 
     def write(self, row: StepMetrics, trainer: Any) -> None:
         """Record ``row`` and log its agentrl figures with OpenRLHF's own loggers (under ``train/``)."""
@@ -181,6 +190,8 @@ def fit_method(original: Any) -> Any:
     @functools.wraps(original)
     def fit(self, global_step: int = 0) -> None:
         self.agentrl_recorder = StepRecorder(RunDir(Path(os.environ[RUN_DIR_ENV])), get_plugin_manager().hook)
+        if self.args.ckpt.load_enable:
+            self.agentrl_recorder.resume_from(self.init_checkpoint_states()["global_step"])
         if global_step == 0 and self.eval_dataloader and not self.agentrl_recorder.run.read_metrics():
             self.evaluate(0, **_eval_kwargs(self))
         original(self, global_step)
@@ -199,8 +210,10 @@ def fit_method(original: Any) -> Any:
 def evaluate_method(original: Any) -> Any:
     @functools.wraps(original)
     def evaluate(self, global_step, **generate_kwargs):
-        logs = original(self, global_step, **generate_kwargs)
         recorder = self.agentrl_recorder
+        if recorder.evaluated is not None and recorder.evaluated[0] == global_step:
+            return recorder.evaluated[1]  # evaluated before the step's checkpoint (save_logs_and_checkpoints)
+        logs = original(self, global_step, **generate_kwargs)
         pass_at_1, hacked = held_out(self.samples_generator.agentrl_eval_samples)
         row = recorder.pending or StepMetrics(global_step, None, None, None, None, None, None, None, None, 0, 0.0)
         recorder.pending = None
@@ -214,23 +227,24 @@ def evaluate_method(original: Any) -> Any:
 def save_logs_method(original: Any) -> Any:
     @functools.wraps(original)
     def save_logs_and_checkpoints(self, global_step: int, logs_dict=None, client_states=None) -> None:
-        original(self, global_step, logs_dict, client_states)
         if logs_dict and "policy_loss" in logs_dict and os.environ.get(RECIPE_ENV):
             check_finite_loss(recipe_from_env().loss.policy, float(logs_dict["policy_loss"]))
         recorder = self.agentrl_recorder
         rows = self.experience_maker.agentrl_step_rows
-        with open(recorder.run.path / STEPS_FILE, "a") as handle:
-            handle.write(json.dumps({"step": global_step, **asdict(rows), "status": _numbers(logs_dict)}) + "\n")
+        status = {"step": global_step, **asdict(rows), "status": _numbers(logs_dict)}
+        append_line(recorder.run.path / STEPS_FILE, status)
         row = train_row(global_step, logs_dict, rows, recorder.seconds(), self.experience_maker.agentrl_episodes)
-        if _openrlhf_evaluates(self, global_step):
+        last = (not _openrlhf_evaluates(self, global_step) and bool(self.eval_dataloader)
+                and _is_last_step(self, client_states))
+        if _openrlhf_evaluates(self, global_step) or last:
             recorder.pending = row
             recorder.started = time.monotonic()
-        elif self.eval_dataloader and _is_last_step(self, client_states):
-            recorder.pending = row
-            recorder.started = time.monotonic()
-            self.save_best_checkpoint(self.evaluate(global_step, **_eval_kwargs(self)), global_step, client_states)
+            recorder.evaluated = (global_step, self.evaluate(global_step, **_eval_kwargs(self)))
         else:
             recorder.write(row, self)
+        original(self, global_step, logs_dict, client_states)
+        if last:
+            self.save_best_checkpoint(recorder.evaluated[1], global_step, client_states)
 
     return save_logs_and_checkpoints
 

@@ -10,13 +10,14 @@ top-p are honoured; log-probs are ``log_softmax(logits / T)`` at each sampled to
 
 Weights arrive over the gloo group of :mod:`.weight_sync`; after each full sync the actor appends
 the digest of the weights it now holds to ``rollout_weights.jsonl`` in the run folder (when
-``AGENTRL_OPENRLHF_RUN_DIR`` is set), so a run can show that the rollout serves the trained weights.
+``AGENTRL_OPENRLHF_RUN_DIR`` is set), so a run can show that the rollout serves the trained weights, and samples
+from then on with the seed of those weights (:func:`~agentrl_openrlhf.cpu.weights.weights_seed`): a run resumed
+from a checkpoint draws what the run never stopped drew.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,11 +28,12 @@ from openrlhf.trainer.ray import vllm_engine
 from openrlhf.utils.agent import SingleTurnAgentExecutor
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from agentrl_plugins.hf_sampler import HFGenerator
+from agentrl_plugins.hf_sampler import HFGenerator, RequestSeeds
+from agentrl_plugins.runs.journal import append_line
 from agentrl_plugins.types import Sampling
 
 from agentrl_openrlhf.cpu.weight_sync import GlooBroadcastGroup
-from agentrl_openrlhf.cpu.weights import weights_digest
+from agentrl_openrlhf.cpu.weights import weights_digest, weights_seed
 from agentrl_openrlhf.recipe_env import RUN_DIR_ENV
 
 ROLLOUT_WEIGHTS = "rollout_weights.jsonl"
@@ -76,7 +78,8 @@ class HFRolloutEngine(vllm_engine.RolloutRayActor.__ray_metadata__.modified_clas
         tokenizer = AutoTokenizer.from_pretrained(kwargs["model"])
         self.tokenizer = tokenizer
         self.max_model_len = kwargs["max_model_len"]
-        self.generator = HFGenerator(self.model, tokenizer.eos_token_id, tokenizer.pad_token_id, seed=kwargs["seed"])
+        self.seed = kwargs["seed"]
+        self.generator = HFGenerator(self.model, tokenizer.eos_token_id, tokenizer.pad_token_id, seed=self.seed)
         self.parameters = dict(self.model.named_parameters())
         self.unfinished = 0
         self.syncs = 0
@@ -115,15 +118,16 @@ class HFRolloutEngine(vllm_engine.RolloutRayActor.__ray_metadata__.modified_clas
         await asyncio.to_thread(self.sync_group.broadcast, weight, 0)
         with torch.no_grad():
             self.parameters[name].copy_(weight)
-        if empty_cache:
+        if empty_cache:  # the sync's last weight
             self.syncs += 1
-            self._record_sync()
+            digest = weights_digest(self.model)
+            self.generator.seeds = RequestSeeds(weights_seed(self.seed, digest))
+            self._record_sync(digest)
 
-    def _record_sync(self) -> None:
+    def _record_sync(self, digest: str) -> None:
         run_dir = os.environ.get(RUN_DIR_ENV)
         if run_dir:
-            with open(Path(run_dir) / ROLLOUT_WEIGHTS, "a") as handle:
-                handle.write(json.dumps({"sync": self.syncs, "sha256": weights_digest(self.model)}) + "\n")
+            append_line(Path(run_dir) / ROLLOUT_WEIGHTS, {"sync": self.syncs, "sha256": digest})
 
     def weights_digest(self) -> str:
         return weights_digest(self.model)
