@@ -45,6 +45,12 @@ def request_seed(seed: int, token_ids: Sequence[int], occurrence: int) -> int:
     return int.from_bytes(digest.digest(), "little") & (2**63 - 1)
 
 
+def weights_seed(seed: int, weights: str) -> int:
+    """The seed of a run seeded ``seed`` once it serves the weights named ``weights`` (:meth:`HFGenerator.serve`)."""
+    digest = hashlib.blake2b(f"{seed}:weights:{weights}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") & (2**63 - 1)
+
+
 class RequestSeeds:
     """Each request's seed for a run seeded ``seed``: :func:`request_seed` of its prompt and of how many requests
     for that prompt came before it, so a request's draw does not depend on what shares its batch."""
@@ -144,6 +150,7 @@ class HFGenerator:
         self.batches = 0
         self.prefill_tokens = 0
         self.reused_tokens = 0
+        self.seed = seed
         self.seeds = RequestSeeds(seed)
         self._pending: list[_Request] = []
         self._worker: asyncio.Task | None = None
@@ -151,6 +158,13 @@ class HFGenerator:
         self._slots = SlotCache(max_batch, next(model.parameters()).device)
         parameters = inspect.signature(model.forward).parameters
         self._cache_kwarg = "cache" if "cache" in parameters else "past_key_values"
+
+    def serve(self, weights: str | None) -> None:
+        """New weights are served: from now on requests draw with the seed of the run and of ``weights`` (a name for
+        them: a step, a digest; None for the starting weights, the run's seed), each prompt counted afresh. The
+        draws follow the weights served, not how many syncs came before, so a run resumed from a checkpoint draws
+        what the run never stopped drew."""
+        self.seeds = RequestSeeds(self.seed if weights is None else weights_seed(self.seed, weights))
 
     def request_generator(self, token_ids: Sequence[int]) -> torch.Generator:
         """The generator for the next request with this prompt (advances the prompt's occurrence count)."""

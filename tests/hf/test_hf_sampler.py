@@ -78,6 +78,22 @@ async def test_logprobs_equal_a_full_forward_at_the_sampling_temperature(random_
         assert out.logprobs == pytest.approx(expected.tolist(), abs=1e-5)
 
 
+async def test_served_weights_name_the_draws_not_the_requests_before_them(random_model):
+    """After ``serve``, a prompt draws as a generator that served those weights from the start would (a resumed
+    run's engine, whose first sync is its checkpoint's), whatever came before; None is the run's own seed."""
+    sampling = Sampling(temperature=1.0, max_new_tokens=8)
+    prompt = prompts(1)[0]
+    long_running, resumed = make(random_model, seed=2), make(random_model, seed=2)
+    first = [await long_running(prompt, sampling) for _ in range(3)]
+    long_running.serve("step 1")
+    resumed.serve("step 1")
+    after = [(await long_running(prompt, sampling)).token_ids for _ in range(2)]
+    assert after == [(await resumed(prompt, sampling)).token_ids for _ in range(2)]
+    assert after[0] != first[0].token_ids, "the weights' draws are not the starting seed's"
+    long_running.serve(None)
+    assert (await long_running(prompt, sampling)).token_ids == first[0].token_ids
+
+
 async def test_concurrent_requests_share_forward_passes(random_model):
     sampling = Sampling(max_new_tokens=16)
     single = make(random_model)

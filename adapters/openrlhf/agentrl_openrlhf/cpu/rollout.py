@@ -11,8 +11,8 @@ top-p are honoured; log-probs are ``log_softmax(logits / T)`` at each sampled to
 Weights arrive over the gloo group of :mod:`.weight_sync`; after each full sync the actor appends
 the digest of the weights it now holds to ``rollout_weights.jsonl`` in the run folder (when
 ``AGENTRL_OPENRLHF_RUN_DIR`` is set), so a run can show that the rollout serves the trained weights, and samples
-from then on with the seed of those weights (:func:`~agentrl_openrlhf.cpu.weights.weights_seed`): a run resumed
-from a checkpoint draws what the run never stopped drew.
+from then on with the seed of those weights (:meth:`~agentrl_plugins.hf_sampler.HFGenerator.serve`, named by their
+digest): a run resumed from a checkpoint draws what the run never stopped drew.
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ from openrlhf.trainer.ray import vllm_engine
 from openrlhf.utils.agent import SingleTurnAgentExecutor
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from agentrl_plugins.hf_sampler import HFGenerator, RequestSeeds
+from agentrl_plugins.hf_sampler import HFGenerator
 from agentrl_plugins.runs.journal import append_line
 from agentrl_plugins.types import Sampling
 
 from agentrl_openrlhf.cpu.weight_sync import GlooBroadcastGroup
-from agentrl_openrlhf.cpu.weights import weights_digest, weights_seed
+from agentrl_openrlhf.cpu.weights import weights_digest
 from agentrl_openrlhf.recipe_env import RUN_DIR_ENV
 
 ROLLOUT_WEIGHTS = "rollout_weights.jsonl"
@@ -78,8 +78,7 @@ class HFRolloutEngine(vllm_engine.RolloutRayActor.__ray_metadata__.modified_clas
         tokenizer = AutoTokenizer.from_pretrained(kwargs["model"])
         self.tokenizer = tokenizer
         self.max_model_len = kwargs["max_model_len"]
-        self.seed = kwargs["seed"]
-        self.generator = HFGenerator(self.model, tokenizer.eos_token_id, tokenizer.pad_token_id, seed=self.seed)
+        self.generator = HFGenerator(self.model, tokenizer.eos_token_id, tokenizer.pad_token_id, seed=kwargs["seed"])
         self.parameters = dict(self.model.named_parameters())
         self.unfinished = 0
         self.syncs = 0
@@ -121,7 +120,7 @@ class HFRolloutEngine(vllm_engine.RolloutRayActor.__ray_metadata__.modified_clas
         if empty_cache:  # the sync's last weight
             self.syncs += 1
             digest = weights_digest(self.model)
-            self.generator.seeds = RequestSeeds(weights_seed(self.seed, digest))
+            self.generator.serve(digest)  # OpenRLHF's sync names no step: the weights name themselves
             self._record_sync(digest)
 
     def _record_sync(self, digest: str) -> None:

@@ -66,13 +66,16 @@ class HFRolloutServer:
                                          "global_steps": self.global_steps})
 
     def update_weights(self, state: dict[str, torch.Tensor], global_steps: int | None = None) -> int:
-        """Load the trainer's full state dict; tied weights may be absent. Returns the update count."""
+        """Load the trainer's full state dict; tied weights may be absent. Returns the update count. Requests draw
+        from then on with the seed of the step the weights are (:meth:`HFGenerator.serve`): a resumed run, whose first
+        sync is its checkpoint's step, draws what the run never stopped drew."""
         missing, unexpected = self.model.load_state_dict(state, strict=False)
         tied = set(getattr(self.model, "_tied_weights_keys", None) or ()) | {"lm_head.weight"}
         if unexpected or set(missing) - tied:
             raise ValueError(f"weight update does not fit the served model: missing {sorted(set(missing) - tied)}, "
                              f"unexpected {sorted(unexpected)}")
         self.global_steps = self.global_steps if global_steps is None else global_steps
+        self.generator.serve(f"step {self.global_steps}" if self.global_steps else None)
         self.weight_updates += 1
         return self.weight_updates
 

@@ -153,6 +153,7 @@ class AgentRLTrainer(PPOTrainerSync):
     def __init__(self, config: Any):
         self.agentrl = start_recorder(config)
         self.agentrl_training = False
+        self.agentrl_checkpoint_due = False
         self.agentrl_on_policy = self.agentrl is not None and on_policy_update(config)
         super().__init__(config)
 
@@ -223,11 +224,23 @@ class AgentRLTrainer(PPOTrainerSync):
         finally:
             group.update_actor = update
 
+    def _save_checkpoint(self) -> None:
+        """verl's checkpoint, which during training waits for the step's row (:meth:`_compute_metrics`): a kill
+        between the two never leaves a checkpointed step without its row. (verl's ``timing_s/save_checkpoint``
+        then times the wait, not the save.)"""
+        if self.agentrl is not None and self.agentrl_training:
+            self.agentrl_checkpoint_due = True
+        else:
+            super()._save_checkpoint()
+
     def _compute_metrics(self, batch: Any, metrics: dict[str, Any], timing_raw: Any, global_steps: int,
                          epoch: int) -> Any:
         computed = super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
         if self.agentrl is not None:
             metrics.update(self.agentrl.record(global_steps, metrics))
+            if self.agentrl_checkpoint_due:
+                self.agentrl_checkpoint_due = False
+                super()._save_checkpoint()
         return computed
 
     def fit(self, *args: Any, **kwargs: Any) -> Any:
@@ -243,7 +256,7 @@ class AgentRLTrainer(PPOTrainerSync):
         (said on stderr)."""
         self.global_steps -= 1  # verl's fit counts one past the last step it trained
         try:
-            self._save_checkpoint()
+            super()._save_checkpoint()
         finally:
             self.global_steps += 1
         print(f"trainer.save_freq={self.config.trainer.save_freq} saves no checkpoint: agentrl saved the last step's "
