@@ -4,7 +4,8 @@ The runtime-env hook installs these wrappers when ``AGENTRL_OPENRLHF_RUN_DIR`` n
 folder (``agentrl run`` sets it). OpenRLHF's own code still does the work; the wrappers only read:
 
 - ``PPOTrainer.fit`` evaluates the starting policy first (step 0, as the TRL run does), then writes the report; a
-  resumed run (``--ckpt.load_enable``) first drops the rows after its checkpoint's step;
+  resumed run (``--ckpt.load_enable``) first drops the rows after its checkpoint's step and tells the CPU rollout
+  engine the step it starts from;
 - ``RemoteExperienceMaker.make_experience_batch`` counts each step's episodes, their mean reward and loss tokens,
   and those of compact-filtered episodes (which must be zero), and keeps each episode's counts for the episode
   figures (an agent program's later segments are rows of their own: their tokens count, their rows are not
@@ -31,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+import ray
 import torch
 
 from agentrl_plugins.algorithm import check_finite_loss
@@ -191,7 +193,10 @@ def fit_method(original: Any) -> Any:
     def fit(self, global_step: int = 0) -> None:
         self.agentrl_recorder = StepRecorder(RunDir(Path(os.environ[RUN_DIR_ENV])), get_plugin_manager().hook)
         if self.args.ckpt.load_enable:
-            self.agentrl_recorder.resume_from(self.init_checkpoint_states()["global_step"])
+            step = self.init_checkpoint_states()["global_step"]
+            self.agentrl_recorder.resume_from(step)
+            if step and self.vllm_engines and all(hasattr(e, "resume_at") for e in self.vllm_engines):
+                ray.get([engine.resume_at.remote(step) for engine in self.vllm_engines])  # the CPU rollout engine
         if global_step == 0 and self.eval_dataloader and not self.agentrl_recorder.run.read_metrics():
             self.evaluate(0, **_eval_kwargs(self))
         original(self, global_step)

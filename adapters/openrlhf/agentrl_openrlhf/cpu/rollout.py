@@ -11,8 +11,10 @@ top-p are honoured; log-probs are ``log_softmax(logits / T)`` at each sampled to
 Weights arrive over the gloo group of :mod:`.weight_sync`; after each full sync the actor appends
 the digest of the weights it now holds to ``rollout_weights.jsonl`` in the run folder (when
 ``AGENTRL_OPENRLHF_RUN_DIR`` is set), so a run can show that the rollout serves the trained weights, and samples
-from then on with the seed of those weights (:meth:`~agentrl_plugins.hf_sampler.HFGenerator.serve`, named by their
-digest): a run resumed from a checkpoint draws what the run never stopped drew.
+from then on with the seed of the step those weights are (:meth:`~agentrl_plugins.hf_sampler.HFGenerator.serve`;
+OpenRLHF syncs once a step, and a resumed run says its checkpoint's step, :meth:`HFRolloutEngine.resume_at`): a run
+resumed from a checkpoint draws what the run never stopped drew. (Not the weights' digest: a float's worth of
+batching noise in an update would change every later draw.)
 """
 
 from __future__ import annotations
@@ -119,9 +121,12 @@ class HFRolloutEngine(vllm_engine.RolloutRayActor.__ray_metadata__.modified_clas
             self.parameters[name].copy_(weight)
         if empty_cache:  # the sync's last weight
             self.syncs += 1
-            digest = weights_digest(self.model)
-            self.generator.serve(digest)  # OpenRLHF's sync names no step: the weights name themselves
-            self._record_sync(digest)
+            self.generator.serve(f"step {self.syncs}")  # OpenRLHF syncs once a step
+            self._record_sync(weights_digest(self.model))
+
+    def resume_at(self, step: int) -> None:
+        """A run resumed from step ``step``'s checkpoint: its first sync brings that step's weights."""
+        self.syncs = step - 1
 
     def _record_sync(self, digest: str) -> None:
         run_dir = os.environ.get(RUN_DIR_ENV)
