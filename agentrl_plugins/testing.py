@@ -14,6 +14,7 @@ import os
 import signal
 import struct
 import subprocess
+import sys
 import sysconfig
 import time
 import uuid
@@ -123,23 +124,69 @@ CLUSTER_NODE_MEMORY = 256 * 2**20
 """Object store bytes of each node of :func:`local_ray_cluster` (Ray's default would take 30% of memory each)."""
 
 
-@contextmanager
-def local_ray_cluster(nodes: int, gpus_per_node: int, cpus_per_node: int = 8) -> Iterator[str]:
-    """A running Ray cluster of ``nodes`` nodes on this machine (one raylet each, as Ray's own
-    ``ray.cluster_utils.Cluster`` tests multi-node code), each with ``gpus_per_node`` ``GPU`` slots (on a CPU, the
-    slots verl's and OpenRLHF's CPU backends place their ranks by); yields its address for ``RAY_ADDRESS``. Its
-    processes inherit this process's environment; the cluster stops on exit."""
-    from ray.cluster_utils import Cluster
+RAY_STARTED = "Ray runtime started"
+"""What ``ray start`` prints once its node is up."""
 
-    cluster = Cluster()
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _ray_start(words: list[str], env: dict[str, str], log: Path, timeout_s: float = 120.0) -> subprocess.Popen[bytes]:
+    """``ray start WORDS --block``, returned once its node is up (its output in ``log``)."""
+    ray = Path(sys.executable).with_name("ray")
+    with log.open("wb") as out:
+        node = subprocess.Popen([str(ray), "start", *words, "--disable-usage-stats", "--block"], env=env,
+                                stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + timeout_s
+    while RAY_STARTED not in log.read_text(errors="replace"):
+        if node.poll() is not None or time.monotonic() > deadline:
+            node.kill()
+            raise RuntimeError(f"ray start {' '.join(words)} did not start:\n{log.read_text(errors='replace')}")
+        time.sleep(0.5)
+    return node
+
+
+@contextmanager
+def local_ray_cluster(nodes: int, gpus_per_node: int | None, cpus_per_node: int = 8,
+                      token_auth: bool = True) -> Iterator[str]:
+    """A running Ray cluster of ``nodes`` nodes on this machine, started as a user starts one: ``ray start --head``,
+    then ``ray start --address HEAD`` for each other node, each with ``gpus_per_node`` ``GPU`` slots (on a CPU, the
+    slots verl's and OpenRLHF's CPU backends place their ranks by; None: ``ray start`` without ``--num-gpus``) and,
+    with ``token_auth``, Ray's token authentication (the default of ``ray start`` wherever ``~/.ray/auth_token``
+    exists; generated here when missing). Yields ``HOST:PORT`` for ``RAY_ADDRESS``; every node stops on exit.
+    The head's files go to a folder of its own, so that no ``ray.init()`` without an address finds it."""
+    import tempfile
+
+    env = {**os.environ, "RAY_AUTH_MODE": "token" if token_auth else "disabled"}
+    env.pop("RAY_ADDRESS", None)
+    if token_auth:
+        ray = Path(sys.executable).with_name("ray")
+        subprocess.run([str(ray), "get-auth-token", "--generate"], env=env, check=True, capture_output=True)
+    folder = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
+    address = f"127.0.0.1:{_free_port()}"
+    resources = ["--num-cpus", str(cpus_per_node), "--object-store-memory", str(CLUSTER_NODE_MEMORY),
+                 *(["--num-gpus", str(gpus_per_node)] if gpus_per_node is not None else [])]
+    started: list[subprocess.Popen[bytes]] = []
     try:
-        for _ in range(nodes):
-            cluster.add_node(num_cpus=cpus_per_node, num_gpus=gpus_per_node, object_store_memory=CLUSTER_NODE_MEMORY,
-                             include_dashboard=False)
-        cluster.wait_for_nodes()
-        yield cluster.address
+        started.append(_ray_start(["--head", "--port", address.split(":")[1],
+                                   "--temp-dir", str(folder), "--include-dashboard", "false", *resources],
+                                  env, folder / "head.log"))
+        for index in range(1, nodes):
+            started.append(_ray_start(["--address", address, *resources], env, folder / f"node{index}.log"))
+        yield address
     finally:
-        cluster.shutdown()
+        for process in reversed(started):
+            process.terminate()
+        for process in started:
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
 
 
 def tensorboard_scalars(folder: Path) -> dict[str, dict[int, float]]:

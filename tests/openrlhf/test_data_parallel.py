@@ -1,6 +1,7 @@
 """Two data-parallel trainer ranks on a two-node Ray cluster, as a user who outgrows one machine runs OpenRLHF: the
-cluster is already running (two raylets on this machine, two trainer or rollout slots each; Ray chooses which node
-each rank lands on) and ``RAY_ADDRESS`` names it; ``agentrl run --ranks 2 --nodes 2`` joins it, and the
+cluster is already running (``ray start --head``, then ``ray start --address`` on this machine: two trainer or
+rollout slots each, Ray choosing which node each rank lands on; token authentication on, as ``ray start`` turns it
+on wherever a token exists) and ``RAY_ADDRESS`` names it; ``agentrl run --ranks 2 --nodes 2`` joins it, and the
 runtime-env hook carries the CPU backend's variables to the cluster's processes, which do not inherit the
 launching shell's. The run must train on two ranks (DeepSpeed writes one ZeRO optimizer shard per rank) and write
 the report. That the two ranks compute the one-rank numbers is the parity's to show (``test_parity.py``)."""
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -30,7 +32,8 @@ def test_two_ranks_on_two_nodes_train_and_report(tmp_path, tokenizer, model):
     model.save_pretrained(tmp_path / "model")
     tokenizer.save_pretrained(tmp_path / "model")
     run = RunDir(tmp_path / "run")
-    env = {**os.environ, BACKEND_ENV: "cpu", "OMP_NUM_THREADS": "1",
+    yours = {key: value for key, value in os.environ.items() if key != "RAY_AUTH_MODE"}
+    env = {**yours, BACKEND_ENV: "cpu", "OMP_NUM_THREADS": "1",
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     with local_ray_cluster(nodes=2, gpus_per_node=2) as address:
         done = subprocess.run(
@@ -39,7 +42,10 @@ def test_two_ranks_on_two_nodes_train_and_report(tmp_path, tokenizer, model):
              *[arg for key, value in OVERRIDES.items() for arg in ("-o", f"{key}={value}")]],
             cwd=tmp_path, env={**env, "RAY_ADDRESS": address}, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
-    assert f"Connecting to existing Ray cluster at address: {address}" in done.stderr
+    port = address.rsplit(":", 1)[1]
+    assert re.search(rf"Connecting to existing Ray cluster at address: [\d.]+:{port}\b", done.stderr)
+    assert "uses token authentication: OpenRLHF joins it with RAY_AUTH_MODE=token" in done.stderr, \
+        "the cluster `ray start` starts where a token exists, joined without RAY_AUTH_MODE set"
     info = run.run_info()
     assert (info["ranks"], info["nodes"]) == (2, 2)
     assert "RAY_OVERRIDE_RESOURCES" not in " ".join(info["command"]), "a running cluster brings its own resources"

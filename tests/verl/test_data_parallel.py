@@ -1,6 +1,7 @@
 """Two data-parallel trainer ranks on a two-node Ray cluster, as a user who outgrows one machine runs verl: the
-cluster is already running (two raylets on this machine, one trainer slot each, so the ranks land on different
-nodes) and ``RAY_ADDRESS`` names it; ``agentrl run --ranks 2 --nodes 2`` joins it. The run must train, leave a
+cluster is already running (``ray start --head``, then ``ray start --address`` on this machine: one trainer slot each,
+so the ranks land on different nodes; token authentication on, as ``ray start`` turns it on wherever a token
+exists) and ``RAY_ADDRESS`` names it; ``agentrl run --ranks 2 --nodes 2`` joins it. The run must train, leave a
 checkpoint of two FSDP shards, join them into the final weights (float32, as trained) and write the report. That
 the two ranks compute the one-rank numbers is shown twice: the parity through verl's own loss (``test_parity.py``,
 two ranks) and, below, the real engine's steps against a one-rank run's on the same episodes."""
@@ -8,6 +9,7 @@ two ranks) and, below, the real engine's steps against a one-rank run's on the s
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -31,7 +33,8 @@ gradient."""
 
 def test_two_ranks_on_two_nodes_train_and_report(tmp_path, model_dir):
     run = RunDir(tmp_path / "run")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "AGENTRL_CACHE": str(tmp_path / "cache"),
+    yours = {key: value for key, value in os.environ.items() if key != "RAY_AUTH_MODE"}
+    env = {**yours, "OMP_NUM_THREADS": "1", "AGENTRL_CACHE": str(tmp_path / "cache"),
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     with local_ray_cluster(nodes=2, gpus_per_node=1) as address:
         done = subprocess.run(
@@ -40,7 +43,10 @@ def test_two_ranks_on_two_nodes_train_and_report(tmp_path, model_dir):
              *[arg for key, value in OVERRIDES.items() for arg in ("-o", f"{key}={value}")]],
             cwd=tmp_path, env={**env, "RAY_ADDRESS": address}, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
-    assert f"Connecting to existing Ray cluster at address: {address}" in done.stderr
+    port = address.rsplit(":", 1)[1]
+    assert re.search(rf"Connecting to existing Ray cluster at address: [\d.]+:{port}\b", done.stderr)
+    assert "uses token authentication: verl joins it with RAY_AUTH_MODE=token" in done.stderr, \
+        "the cluster `ray start` starts where a token exists, joined without RAY_AUTH_MODE set"
     info = run.run_info()
     assert (info["ranks"], info["nodes"]) == (2, 2)
     actor = run.checkpoints / "global_step_2" / "actor"

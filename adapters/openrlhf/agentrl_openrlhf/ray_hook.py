@@ -35,7 +35,8 @@ _installed: list[str] = []
 
 
 def runtime_env_hook(runtime_env: dict[str, Any] | None) -> dict[str, Any]:
-    """The job's runtime env with the worker setup hook and the forwarded variables; patches the driver."""
+    """The job's runtime env with the worker setup hook and the forwarded variables; fits the Ray cluster
+    (:func:`~agentrl_openrlhf.cluster.fit_cluster`) and patches the driver."""
     env = dict(runtime_env or {})
     existing = env.get("worker_process_setup_hook")
     if existing not in (None, SETUP_HOOK):
@@ -46,6 +47,9 @@ def runtime_env_hook(runtime_env: dict[str, Any] | None) -> dict[str, Any]:
     forwarded = (*FORWARDED, *(WORKER_ENV if requested() else ()))
     env_vars.update({name: os.environ[name] for name in forwarded if os.environ.get(name)})
     env["env_vars"] = env_vars
+    from agentrl_openrlhf.cluster import fit_cluster
+
+    fit_cluster()
     install_driver()
     return env
 

@@ -36,6 +36,7 @@ from agentrl_plugins.user_config import (
     settings_table,
 )
 
+from agentrl_verl.cluster import fit_cluster
 from agentrl_verl.config import ENTRYPOINT, decided
 from agentrl_verl.cpu.overrides import cpu_overrides
 from agentrl_verl.names import SETTINGS_KEY
@@ -170,7 +171,8 @@ def prepared_words(run: RunDir) -> list[str]:
 def check_in_driver(config: DictConfig) -> bool:
     """In ``main_ppo``'s driver, before Ray starts: the rule on ``config`` with the overrides the user typed
     (Hydra's task overrides), the origin table printed and recorded; whether it ran (a config naming a recipe, in a
-    Hydra job). A conflict is raised here, in the driver, as a ``ConfigConflictError``."""
+    Hydra job). A conflict is raised here, in the driver, as a ``ConfigConflictError``; then the Ray cluster is
+    fitted and checked (:func:`~agentrl_verl.cluster.fit_cluster`)."""
     from hydra.core.hydra_config import HydraConfig
 
     path = select(config, RECIPE_KEY)
@@ -179,7 +181,9 @@ def check_in_driver(config: DictConfig) -> bool:
     recipe, run = read_recipe_file(Path(str(path))), RunDir(Path(str(path)).parent)
     typed = typed_overrides(HydraConfig.get().overrides.task)
     changes = reconcile_config(config, recipe, typed)
-    record(run, recipe, changes, setting_rows(config, recipe, changes, typed, prepared_words(run)))
+    prepared = prepared_words(run)
+    record(run, recipe, changes, setting_rows(config, recipe, changes, typed, prepared))
+    fit_cluster(config, typed, prepared)
     with open_dict(config):
         OmegaConf.update(config, CHECKED_KEY, True, force_add=True)
     return True

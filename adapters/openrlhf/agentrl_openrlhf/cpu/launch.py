@@ -30,12 +30,20 @@ WORKER_ENV = {
 """What every CPU worker needs; the runtime-env hook forwards it to the processes of a running cluster."""
 
 
+RESOURCES_ENV = "RAY_OVERRIDE_RESOURCES"
+"""The resources of the local cluster ``ray.init`` starts (Ray ignores it when joining a running one)."""
+
+
+def local_cluster_resources(slots: int) -> dict[str, str]:
+    """:data:`RESOURCES_ENV` for a local cluster with ``slots`` fake GPUs (a trainer rank or rollout engine each)."""
+    return {RESOURCES_ENV: json.dumps({"CPU": RAY_CPUS, "GPU": slots})}
+
+
 def cpu_env(ranks: int = 1, on_cluster: bool = False) -> dict[str, str]:
     """Environment of the CPU launch. The local cluster ``train_ppo_ray`` starts gets a fake GPU per trainer rank
     and rollout engine; a running one (``on_cluster``, ``RAY_ADDRESS``) brings its own resources. The shims go
     before the user's own ``PYTHONPATH``, which is kept."""
-    resources = {} if on_cluster else {
-        "RAY_OVERRIDE_RESOURCES": json.dumps({"CPU": RAY_CPUS, "GPU": ranks + ROLLOUT_ENGINES})}
+    resources = {} if on_cluster else local_cluster_resources(ranks + ROLLOUT_ENGINES)
     yours = os.environ.get("PYTHONPATH")
     path = {"PYTHONPATH": os.pathsep.join([WORKER_ENV["PYTHONPATH"], yours]) if yours else WORKER_ENV["PYTHONPATH"]}
     return {BACKEND_ENV: "cpu", **resources, **WORKER_ENV, **path}

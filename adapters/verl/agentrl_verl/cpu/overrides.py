@@ -11,6 +11,16 @@ RAY_CPUS = 16
 """Ray's CPU slots (not cores): verl's actors each ask for one; the processes share the machine's real cores."""
 
 
+LOCAL_CLUSTER = ("+ray_kwargs.ray_init.num_gpus", "ray_kwargs.ray_init.num_cpus")
+"""The overrides of the ``ray.init`` resources of the cluster verl starts itself (``num_gpus`` is not in verl's
+config); a running cluster refuses them."""
+
+
+def local_cluster_resources(ranks: int) -> dict[str, int]:
+    """The overrides of :data:`LOCAL_CLUSTER`: a ``GPU`` slot per trainer rank, :data:`RAY_CPUS` CPU slots."""
+    return dict(zip(LOCAL_CLUSTER, (ranks, RAY_CPUS)))
+
+
 def cpu_overrides(seed: int, ranks: int = 1, on_cluster: bool = False) -> dict[str, Any]:
     """Overrides that run ``main_ppo`` on CPU trainer processes (one Ray "GPU" slot each): the local Ray cluster
     verl starts gets ``ranks`` slots, a running one (``on_cluster``, ``RAY_ADDRESS``) brings its own; the rollout
@@ -21,8 +31,7 @@ def cpu_overrides(seed: int, ranks: int = 1, on_cluster: bool = False) -> dict[s
     With one update per step and no correction the recording trainer lets the update score the old policy in its own
     forward, as TRL does, instead of verl's separate pass (:mod:`agentrl_verl.verl_plugin.on_policy`)."""
     actor_rollout_ref = "actor_rollout_ref."
-    local_cluster = {} if on_cluster else {"+ray_kwargs.ray_init.num_gpus": ranks,
-                                           "ray_kwargs.ray_init.num_cpus": RAY_CPUS}
+    local_cluster = {} if on_cluster else local_cluster_resources(ranks)
     return {
         "trainer.device": "cpu",
         **local_cluster,
