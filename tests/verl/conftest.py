@@ -8,6 +8,9 @@ vLLM): it answers ``generate(request_id, prompt_ids, sampling_params)`` with a
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -20,7 +23,7 @@ from verl import DataProto
 from verl.workers.rollout.replica import TokenOutput
 
 from agentrl_plugins.recipe_schema import Recipe
-from agentrl_plugins.runs.rundir import write_recipe_file
+from agentrl_plugins.runs.rundir import RunDir, write_recipe_file
 
 from agentrl_tinyagent.model import build_model
 from agentrl_tinyagent.tokenizer import build_tokenizer
@@ -50,6 +53,40 @@ def model_dir(tmp_path_factory, model, tokenizer) -> Path:
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
+
+
+ONE_RANK_SETTINGS = {"train.steps": 2, "train.eval_every": 1, "train.eval_episodes_per_task": 1,
+                     "rollout.group_size": 4, "rollout.tasks_per_step": 2, "filtering.compact": "false",
+                     "loss.entropy_coef": 0.01}
+"""Two steps, each evaluated and checkpointed; the entropy bonus on unfiltered episodes gives a fresh TinyAgent a
+gradient."""
+
+
+def cpu_run_env(tmp: Path) -> dict[str, str]:
+    """The environment of a CPU ``agentrl run``: one thread per process, a cache of its own, this venv's scripts,
+    no cluster of the caller's."""
+    env = {key: value for key, value in os.environ.items() if key not in ("RAY_ADDRESS", "RAY_AUTH_MODE")}
+    return {**env, "OMP_NUM_THREADS": "1", "AGENTRL_CACHE": str(tmp / "cache"),
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+
+
+def one_rank_command(model_dir: Path, *words: str) -> list[str]:
+    """``agentrl run`` of the recipe on one CPU rank with :data:`ONE_RANK_SETTINGS`, then ``words``."""
+    return [sys.executable, "-m", "agentrl_plugins", "run", "deepswe_grpopp", "--framework", "verl", "--profile",
+            "laptop", "--model", str(model_dir),
+            *[arg for key, value in ONE_RANK_SETTINGS.items() for arg in ("-o", f"{key}={value}")], *words]
+
+
+@pytest.fixture(scope="session")
+def one_rank_run(tmp_path_factory, model_dir) -> RunDir:
+    """A whole one-rank verl run never stopped, shared by the tests that hold another run to it (kill and resume,
+    two ranks)."""
+    tmp = tmp_path_factory.mktemp("one-rank")
+    run = RunDir(tmp / "run")
+    done = subprocess.run(one_rank_command(model_dir, "--out", str(run.path)), env=cpu_run_env(tmp),
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return run
 
 
 def verl_config(recipe: Recipe, paths: LaunchPaths, extra: Sequence[str] = ()) -> DictConfig:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import ONE_RANK_SETTINGS, cpu_run_env
 from transformers import AutoModelForCausalLM
 
 from agentrl_plugins.runs.rundir import RunDir
@@ -63,39 +64,35 @@ def test_two_ranks_on_two_nodes_train_and_report(tmp_path, model_dir):
         "the final weights are the two ranks' shards joined, in float32 as trained"
 
 
-def test_two_ranks_train_exactly_the_one_rank_steps_when_they_sample_the_same_episodes(tmp_path, model_dir):
+def test_two_ranks_train_exactly_the_one_rank_steps_when_they_sample_the_same_episodes(tmp_path, model_dir,
+                                                                                         one_rank_run):
     """The real engine, not an emulation: with one rollout server for both ranks (rollout tensor parallel size 2,
-    a setting of the user's own command), two ranks sample the one-rank run's episodes, and verl's global gradient
-    norm, loss and the next step's episodes (sampled from the updated weights) agree with the one-rank run's. The
-    one-rank run turns verl's checkpoints off (``trainer.save_freq=-1``): the last step's is saved all the same, and
-    said, for ``final/``."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PATH": f"{Path(sys.executable).parent}{os.pathsep}"
-                                                         f"{os.environ['PATH']}"}
-    env.pop("RAY_ADDRESS", None)
-    logged = {}
-    shared_server = "actor_rollout_ref.rollout.tensor_model_parallel_size=2"
-    for ranks, extra in ((1, ["trainer.save_freq=-1"]), (2, [shared_server])):
-        run = RunDir(tmp_path / f"ranks{ranks}")
-        prepare = subprocess.run(
-            [sys.executable, "-m", "agentrl_plugins", "verl", "prepare", "deepswe_grpopp", "--profile", "laptop",
-             "--cpu", "--ranks", str(ranks), "--model", str(model_dir), "--run-dir", str(run.path),
-             *[arg for key, value in OVERRIDES.items() for arg in ("-o", f"{key}={value}")]],
-            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-        assert prepare.returncode == 0, prepare.stderr[-3000:]
-        done = subprocess.run(["bash", str(run.path / "main_ppo.sh"), *extra], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=900)
-        assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
-        logged[ranks] = verl_metrics(run.path / VERL_METRICS_FILE)
-        if ranks == 1:
-            notice = "trainer.save_freq=-1 saves no checkpoint: agentrl saved the last step's (global_step_2"
-            assert notice in done.stderr
-            assert [path.name for path in run.checkpoints.glob("global_step_*")] == ["global_step_2"]
-            (shard,) = (run.checkpoints / "global_step_2" / "actor").glob("model_world_size_*")
-            final = AutoModelForCausalLM.from_pretrained(run.final_weights).state_dict()
-            saved = joined_shards([shard])
-            assert saved is not None and all(torch.equal(final[name], saved[name]) for name in saved)
+    a setting of the user's own command), two ranks sample the session's one-rank run's episodes
+    (``conftest.one_rank_run``), and verl's global gradient norm, loss and the next step's episodes (sampled from the
+    updated weights) agree with the one-rank run's. The two-rank run turns verl's checkpoints off
+    (``trainer.save_freq=-1``): the last step's is saved all the same, and said, for ``final/``."""
+    env = cpu_run_env(tmp_path)
+    run = RunDir(tmp_path / "ranks2")
+    prepare = subprocess.run(
+        [sys.executable, "-m", "agentrl_plugins", "verl", "prepare", "deepswe_grpopp", "--profile", "laptop",
+         "--cpu", "--ranks", "2", "--model", str(model_dir), "--run-dir", str(run.path),
+         *[arg for key, value in ONE_RANK_SETTINGS.items() for arg in ("-o", f"{key}={value}")]],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert prepare.returncode == 0, prepare.stderr[-3000:]
+    done = subprocess.run(["bash", str(run.path / "main_ppo.sh"), "trainer.save_freq=-1",
+                           "actor_rollout_ref.rollout.tensor_model_parallel_size=2"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    notice = "trainer.save_freq=-1 saves no checkpoint: agentrl saved the last step's (global_step_2"
+    assert notice in done.stderr
+    assert [path.name for path in run.checkpoints.glob("global_step_*")] == ["global_step_2"]
+    shards = sorted((run.checkpoints / "global_step_2" / "actor").glob("model_world_size_*"))
+    assert len(shards) == 2
+    final = AutoModelForCausalLM.from_pretrained(run.final_weights).state_dict()
+    saved = joined_shards(shards)
+    assert saved is not None and all(torch.equal(final[name], saved[name]) for name in saved)
+    one, two = verl_metrics(one_rank_run.path / VERL_METRICS_FILE), verl_metrics(run.path / VERL_METRICS_FILE)
     for step in (1, 2):
-        one, two = logged[1][step], logged[2][step]
-        assert two["response_length/mean"] == one["response_length/mean"], "the same episodes at every step"
+        assert two[step]["response_length/mean"] == one[step]["response_length/mean"], "the same episodes"
         for key in ("actor/grad_norm", "actor/pg_loss", "actor/entropy"):
-            assert two[key] == pytest.approx(one[key], rel=1e-5, abs=1e-7), (step, key)
+            assert two[step][key] == pytest.approx(one[step][key], rel=1e-5, abs=1e-7), (step, key)
