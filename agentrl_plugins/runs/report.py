@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from agentrl_plugins.runs.metrics import StepMetrics
 from agentrl_plugins.runs.rundir import RunDir
+from agentrl_plugins.user_config import USER
 
 CURVES = (
     ("train_reward", "train reward"),
@@ -57,6 +59,35 @@ def _table(rows: Sequence[StepMetrics]) -> str:
     return "\n".join(lines)
 
 
+SETTINGS_HEADER = ("setting", "value", "origin", "default", "because of")
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def settings_section(info: dict[str, Any]) -> str:
+    """The command as it ran and every setting's origin (``run.json``'s ``command_as_run`` and ``settings``,
+    recorded by verl's and OpenRLHF's drivers); the settings you set come first: they change what the recipe alone
+    would have trained. Empty for a run that recorded neither."""
+    ran, rows = info.get("command_as_run"), info.get("settings") or []
+    if not ran and not rows:
+        return ""
+    text = "## Settings\n\n"
+    if ran:
+        text += f"The command as it ran:\n\n```\n{shlex.join(ran)}\n```\n\n"
+    if rows:
+        yours = [row for row in rows if row[2] == USER]
+        text += (f"{len(yours)} setting(s) you set"
+                 f"{': ' + ', '.join(f'`{row[0]}`' for row in yours) if yours else ''}. Every setting and its "
+                 "origin:\n\n")
+        ordered = [*yours, *(row for row in rows if row[2] != USER)]
+        lines = ["| " + " | ".join(SETTINGS_HEADER) + " |", "|" + "---|" * len(SETTINGS_HEADER)]
+        lines += ["| " + " | ".join(_cell(str(cell)) for cell in row) + " |" for row in ordered]
+        text += "\n".join(lines) + "\n"
+    return text
+
+
 def write_report(run: RunDir, others: dict[str, RunDir] | None = None) -> Path:
     """Write ``report.md`` and ``curves.png`` into the run folder; ``others`` adds runs to compare against."""
     info = run.run_info()
@@ -76,5 +107,8 @@ def write_report(run: RunDir, others: dict[str, RunDir] | None = None) -> Path:
     versions = ", ".join(f"{name} {version}" for name, version in info["versions"].items())
     text = (f"# {label}\n\n{summary}![curves](curves.png)\n\n"
             f"Recipe: `recipe.toml` (resolved). Versions: {versions}.\n\n## Per step\n\n{_table(rows)}\n")
+    section = settings_section(info)
+    if section:
+        text += f"\n{section}"
     run.report_file.write_text(text)
     return run.report_file

@@ -51,6 +51,22 @@ def test_report_has_curves_and_a_table(tmp_path):
     assert "from 0.200 (step 1) to 0.400 (step 2)" in report
     assert "![curves](curves.png)" in report and "| 2 | 0.500 | 0.400 |" in report
     assert (run.path / "curves.png").read_bytes()[:4] == b"\x89PNG"
+    assert "## Settings" not in report, "a TRL run records no framework command"
+
+
+def test_the_report_holds_the_command_as_it_ran_and_your_settings_first(tmp_path):
+    run = RunDir(tmp_path / "run")
+    run.create(load_recipe("grpo", plugin_manager=MANAGER), "verl")
+    run.append_metrics(row(1, 0.2))
+    run.update_info(command_as_run=["python", "-m", "verl.trainer.main_ppo", "algorithm.filter_groups.enable=true"],
+                    settings=[["actor.optim.lr", "0.0005", "recipe", "1e-06", "optim.lr"],
+                              ["algorithm.filter_groups.enable", "True", "user", "False", "a|b"]])
+    report = write_report(run).read_text()
+    section = report[report.index("## Settings"):]
+    assert "python -m verl.trainer.main_ppo algorithm.filter_groups.enable=true" in section
+    assert "1 setting(s) you set: `algorithm.filter_groups.enable`" in section
+    assert section.index("| algorithm.filter_groups.enable | True | user | False | a\\|b |") < \
+        section.index("| actor.optim.lr |"), "yours first, a pipe in a cell escaped"
 
 
 def test_summarize_counts_honest_passes_and_hacked():

@@ -105,3 +105,4 @@ def test_the_driver_check_wraps_train_ppo_rays_get_strategy(recipe, paths, monke
         run.run_info()["config_changes"]
     assert ["algo.advantage.estimator", "'rloo'", "recipe", "'gae'", "advantage.estimator='rloo'"] in \
         run.run_info()["settings"]
+    assert run.run_info()["command_as_run"] == [sys.executable, "-m", CLI_MODULE, *sys.argv[1:]]

@@ -152,6 +152,10 @@ def test_the_driver_lists_every_setting_with_its_origin_from_what_was_typed(reci
     assert rows["data.train_files"][1] == "project (launch)" and rows["trainer.device"] == ("'cpu'", "project (CPU)")
     printed = capsys.readouterr().err
     assert "2 user" in printed and "project (CPU)" in printed and "trainer.save_freq" in printed
+    ran = run.run_info()["command_as_run"]
+    assert ran[1:3] == ["-m", "verl.trainer.main_ppo"] and ran[-2:] == ["trainer.save_freq=-1",
+                                                                     typed_default("trainer.val_only")], \
+        "run.json holds the command as it ran, not only the prepared one"
 
 
 def test_a_conflict_stops_main_ppos_driver_before_ray_starts_with_its_own_type(recipe, run, tmp_path):

@@ -135,7 +135,7 @@ def prepared_flags(run: RunDir | None) -> list[str]:
 
 def checked_get_strategy(original: Callable[[Any], Any], recipe: Recipe, run: RunDir | None) -> Callable[[Any], Any]:
     """``get_strategy`` of the driver, after the rule has been applied to its arguments and the origin table
-    printed and recorded."""
+    printed and recorded (with the command as it ran, ``run.json``'s ``command_as_run``)."""
 
     def get_strategy(args: Any) -> Any:
         argv = sys.argv[1:]
@@ -147,7 +147,8 @@ def checked_get_strategy(original: Callable[[Any], Any], recipe: Recipe, run: Ru
         print(settings_table(rows, WHERE, recipe.name), file=sys.stderr, flush=True)
         if run is not None and run.run_file.is_file():
             run.update_info(config_changes=[[c.name, repr(c.default), repr(c.value), c.source] for c in changes],
-                            settings=[row.row() for row in rows])
+                            settings=[row.row() for row in rows],
+                            command_as_run=[sys.executable, "-m", CLI_MODULE, *argv])
         return original(args)
 
     return get_strategy

@@ -153,12 +153,14 @@ def plain_at(config: DictConfig, key: str) -> Any:
         return str(OmegaConf.select(config, key, default=None, throw_on_resolution_failure=False))
 
 
-def record(run: RunDir, recipe: Recipe, changes: list[SettingChange], rows: list[Setting]) -> None:
-    """Print the origin table where the user looks and keep it (and the changes) in ``run.json``."""
+def record(run: RunDir, recipe: Recipe, changes: list[SettingChange], rows: list[Setting],
+           words: Sequence[str] = ()) -> None:
+    """Print the origin table where the user looks and keep it (and the changes, and the command as it ran with
+    its override ``words``) in ``run.json``."""
     print(settings_table(rows, WHERE, recipe.name), file=sys.stderr, flush=True)
     if run.run_file.is_file():
         run.update_info(config_changes=[[c.name, repr(c.default), repr(c.value), c.source] for c in changes],
-                        settings=[row.row() for row in rows])
+                        settings=[row.row() for row in rows], command_as_run=[sys.executable, *ENTRYPOINT[1:], *words])
 
 
 def prepared_words(run: RunDir) -> list[str]:
@@ -179,10 +181,11 @@ def check_in_driver(config: DictConfig) -> bool:
     if path is None or select(config, CHECKED_KEY) or not HydraConfig.initialized():
         return False
     recipe, run = read_recipe_file(Path(str(path))), RunDir(Path(str(path)).parent)
-    typed = typed_overrides(HydraConfig.get().overrides.task)
+    words = list(HydraConfig.get().overrides.task)
+    typed = typed_overrides(words)
     changes = reconcile_config(config, recipe, typed)
     prepared = prepared_words(run)
-    record(run, recipe, changes, setting_rows(config, recipe, changes, typed, prepared))
+    record(run, recipe, changes, setting_rows(config, recipe, changes, typed, prepared), words)
     fit_cluster(config, typed, prepared)
     with open_dict(config):
         OmegaConf.update(config, CHECKED_KEY, True, force_add=True)
