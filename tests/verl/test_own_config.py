@@ -97,6 +97,14 @@ def test_every_contradicting_setting_is_named_with_both_values_and_nothing_is_ch
     assert mine == before
 
 
+def test_a_warm_up_is_refused_as_openrlhfs_adapter_refuses_it(recipe, run):
+    overrides = launch_only(recipe, run, [ACTOR + "optim.lr_warmup_steps=3"])
+    with pytest.raises(ConfigConflictError) as error:
+        reconcile_config(composed(overrides), recipe, typed_overrides(overrides))
+    assert {c.name: c.yours for c in error.value.conflicts} == {ACTOR + "optim.lr_warmup_steps": 3}
+    assert "no warm-up" in str(error.value)
+
+
 def typed_default(key: str) -> str:
     """An override of ``key`` to verl's own default value (read from verl's config, not written here)."""
     return f"{key}={hydra_value(value_at(verl_defaults(), key))}"

@@ -189,6 +189,10 @@ REQUIREMENTS = (
     Decided("reward.custom_reward_function.name", "compute_score", "adapter: agentrl_verl.reward's function"),
     Decided("trainer.val_before_train", True, "adapter: the report's step 0 (held-out pass@1 before training)"),
     Decided("trainer.v1.trainer_mode", "sync", "adapter: agentrl records the steps of verl's sync trainer"),
+    Decided("actor_rollout_ref.actor.optim.lr_warmup_steps_ratio", 0.0,
+            "adapter: the recipe's schedule has no warm-up (OpenRLHF's adapter refuses its warm-up too)"),
+    Decided("actor_rollout_ref.actor.optim.lr_warmup_steps", -1,
+            "adapter: the recipe's schedule has no warm-up (verl's -1 defers to the ratio, 0.0)"),
 )
 """Settings the adapter itself needs, whatever the recipe says."""
 
