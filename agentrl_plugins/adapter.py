@@ -13,6 +13,11 @@ from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.user_config import Decided
 
 RAY_ADDRESS_ENV = "RAY_ADDRESS"
+NO_WARM_UP = "adapter: the recipe's schedule has no warm-up (a warm-up is refused in verl and OpenRLHF alike)"
+NO_GROUP_REFILL = ("adapter: the recipe's filtering section decides which episodes train; DAPO-style group filtering "
+                   "drops groups and samples new prompts in their place, beyond train.steps x rollout.tasks_per_step "
+                   "(refused in verl and OpenRLHF alike)")
+"""Why each adapter decides a framework's own warm-up and group filtering off: the same refusal in both."""
 
 MappingStatus = Literal["native", "mapped", "injected", "patched", "approximated"]
 

@@ -54,6 +54,16 @@ def test_every_contradicting_flag_is_named_with_both_values(recipe, paths):
     assert "agentrl openrlhf prepare" in str(error.value)
 
 
+def test_a_warm_up_and_dynamic_filtering_are_refused_as_verls_adapter_refuses_them(recipe, paths):
+    mine = flag_words(launch_flags(recipe, paths, "cpu")) + ["--actor.lr_warmup_ratio", "0.1",
+                                                             "--algo.dynamic_filtering_enable"]
+    with pytest.raises(ConfigConflictError) as error:
+        reconcile_flags(mine, recipe)
+    assert {c.name: c.yours for c in error.value.conflicts} == {"actor.lr_warmup_ratio": 0.1,
+                                                                 "algo.dynamic_filtering_enable": True}
+    assert "refused in verl and OpenRLHF alike" in str(error.value)
+
+
 def test_a_typed_flag_equal_to_openrlhfs_default_is_yours_refused_where_the_recipe_decides(recipe, paths):
     defaults = run_cli([], "hierarchize")
     typed = {"actor.adam.lr": defaults["actor.adam.lr"], "train.batch_size": defaults["train.batch_size"]}

@@ -97,12 +97,13 @@ def test_every_contradicting_setting_is_named_with_both_values_and_nothing_is_ch
     assert mine == before
 
 
-def test_a_warm_up_is_refused_as_openrlhfs_adapter_refuses_it(recipe, run):
-    overrides = launch_only(recipe, run, [ACTOR + "optim.lr_warmup_steps=3"])
+def test_a_warm_up_and_group_filtering_are_refused_as_openrlhfs_adapter_refuses_them(recipe, run):
+    overrides = launch_only(recipe, run, [ACTOR + "optim.lr_warmup_steps=3", "algorithm.filter_groups.enable=true"])
     with pytest.raises(ConfigConflictError) as error:
         reconcile_config(composed(overrides), recipe, typed_overrides(overrides))
-    assert {c.name: c.yours for c in error.value.conflicts} == {ACTOR + "optim.lr_warmup_steps": 3}
-    assert "no warm-up" in str(error.value)
+    assert {c.name: c.yours for c in error.value.conflicts} == {ACTOR + "optim.lr_warmup_steps": 3,
+                                                                 "algorithm.filter_groups.enable": True}
+    assert "no warm-up" in str(error.value) and "refused in verl and OpenRLHF alike" in str(error.value)
 
 
 def typed_default(key: str) -> str:

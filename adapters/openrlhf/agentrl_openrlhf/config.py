@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from agentrl_plugins.adapter import (
+    NO_GROUP_REFILL,
+    NO_WARM_UP,
     ComponentMapping,
     FrameworkConfig,
     advantage_parameter_rows,
@@ -128,8 +130,8 @@ REQUIREMENTS = (
     Decided("data.label_key", "label", "adapter: the task id, which the agent executor plays"),
     Decided("train.agent_func_path", str(AGENT_EXECUTOR), "adapter: the shipped agent executor plays the episodes"),
     Decided("train.num_episodes", 1, "adapter: one pass over the prompt rows, train.steps x tasks_per_step of them"),
-    Decided("actor.lr_warmup_ratio", 0.0,
-            "adapter: the recipe's schedule has no warm-up (verl's adapter refuses its warm-up too)"),
+    Decided("actor.lr_warmup_ratio", 0.0, NO_WARM_UP),
+    Decided("algo.dynamic_filtering_enable", False, NO_GROUP_REFILL),
 )
 """Flags the adapter itself needs, whatever the recipe says."""
 

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from agentrl_plugins.adapter import (
+    NO_GROUP_REFILL,
+    NO_WARM_UP,
     ComponentMapping,
     FrameworkConfig,
     advantage_parameter_rows,
@@ -189,10 +191,9 @@ REQUIREMENTS = (
     Decided("reward.custom_reward_function.name", "compute_score", "adapter: agentrl_verl.reward's function"),
     Decided("trainer.val_before_train", True, "adapter: the report's step 0 (held-out pass@1 before training)"),
     Decided("trainer.v1.trainer_mode", "sync", "adapter: agentrl records the steps of verl's sync trainer"),
-    Decided("actor_rollout_ref.actor.optim.lr_warmup_steps_ratio", 0.0,
-            "adapter: the recipe's schedule has no warm-up (OpenRLHF's adapter refuses its warm-up too)"),
-    Decided("actor_rollout_ref.actor.optim.lr_warmup_steps", -1,
-            "adapter: the recipe's schedule has no warm-up (verl's -1 defers to the ratio, 0.0)"),
+    Decided("actor_rollout_ref.actor.optim.lr_warmup_steps_ratio", 0.0, NO_WARM_UP),
+    Decided("actor_rollout_ref.actor.optim.lr_warmup_steps", -1, NO_WARM_UP + "; verl's -1 defers to the ratio"),
+    Decided("algorithm.filter_groups.enable", False, NO_GROUP_REFILL),
 )
 """Settings the adapter itself needs, whatever the recipe says."""
 
