@@ -8,8 +8,9 @@ shares the CPUs with another:
 
 1. rollouts: ``benchmarks/bench_sampler.py`` (continuous batching and cache reuse against a static batch);
 2. seconds per step: ``agentrl run deepswe_grpopp`` for TRL, verl and OpenRLHF on the laptop profile,
-   ``--steps`` steps each, ``--rounds`` times in turn; the median of ``metrics.jsonl``'s ``seconds`` over the
-   training steps, and the start-up (from the command to its step-0 row, less that row's evaluation);
+   ``--steps`` steps each, ``--rounds`` times in turn (forward, then backward: ABBA); the median of
+   ``metrics.jsonl``'s ``seconds`` over the training steps, and the start-up (from the command to its step-0 row,
+   less that row's evaluation), each as a ratio to TRL's in the same round;
 3. the sandbox: ``envs/bugfix_gym/benchmarks/bench_gym.py`` (p50 of a sandboxed test run on an idle machine, one
    call every 20 ms, and interleaved with the other runners; each layer's cost);
 4. plugin overhead: ``adapters/openrlhf/benchmarks/bench_loss_overhead.py`` (the injected loss / OpenRLHF's);
@@ -119,12 +120,18 @@ def timed_run(folder: Path, framework: str, steps: int) -> dict[str, Any]:
             "startup_s": first_row - (rows[0]["eval_seconds"] or 0.0)}
 
 
+def round_order(index: int) -> tuple[str, ...]:
+    """The frameworks of round ``index`` in turn: forward in even rounds, backward in odd ones (A B C, C B A: ABBA
+    over two rounds), so that no framework always runs first on a cold machine or last on a warm one."""
+    return FRAMEWORKS if index % 2 == 0 else FRAMEWORKS[::-1]
+
+
 def step_seconds(out: Path, steps: int, rounds: int) -> dict[str, Any]:
     """Each framework's median training-step seconds and start-up over ``rounds`` rounds, the frameworks run in
-    turn within each round (so a slow spell of the machine falls on all of them), and each round's step ratio
-    to TRL's (medians, so one slowed step does not move a round)."""
-    runs = [{framework: timed_run(out / f"run-{framework}-{index}", framework, steps) for framework in FRAMEWORKS}
-            for index in range(rounds)]
+    turn within each round (:func:`round_order`, so a slow spell of the machine falls on all of them), and each
+    round's step and start-up ratios to TRL's (medians, so one slowed step does not move a round)."""
+    runs = [{framework: timed_run(out / f"run-{framework}-{index}", framework, steps)
+             for framework in round_order(index)} for index in range(rounds)]
     figures: dict[str, Any] = {}
     for framework in FRAMEWORKS:
         mine = [round_[framework] for round_ in runs]
@@ -133,7 +140,8 @@ def step_seconds(out: Path, steps: int, rounds: int) -> dict[str, Any]:
             "startup_s": statistics.median(run_["startup_s"] for run_ in mine),
             "startups": [run_["startup_s"] for run_ in mine],
             "round_ratios": [statistics.median(run_["step_seconds"]) / statistics.median(trl["step_seconds"])
-                             for run_, trl in zip(mine, (round_["trl"] for round_ in runs))]}
+                             for run_, trl in zip(mine, (round_["trl"] for round_ in runs))],
+            "startup_ratios": [run_["startup_s"] / round_["trl"]["startup_s"] for run_, round_ in zip(mine, runs)]}
     return figures
 
 
@@ -173,6 +181,11 @@ def goals(figures: dict[str, Any]) -> list[Goal]:
         measured = f"{seconds / trl:.2f}x ({seconds:.1f} s / {trl:.1f} s{spread})"
         rows.append(Goal(f"s/step {name} / TRL, medians", measured, f"<= {TARGETS['step_ratio']:g}x",
                          seconds / trl <= TARGETS["step_ratio"]))
+    for name in ("verl", "openrlhf"):
+        ratios = steps[name]["startup_ratios"]
+        rows.append(Goal(f"start-up {name} / TRL, to the first evaluation", f"{statistics.median(ratios):.2f}x"
+                         + (f" (rounds {min(ratios):.2f}-{max(ratios):.2f}x)" if len(ratios) > 1 else ""),
+                         "reported", True))
     startups = steps["verl"]["startups"]
     rows += [Goal("verl: start-up, to its first evaluation", f"{steps['verl']['startup_s']:.0f} s"
                   + (f" ({min(startups):.0f}-{max(startups):.0f} s)" if len(startups) > 1 else ""),
