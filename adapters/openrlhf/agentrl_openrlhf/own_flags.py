@@ -154,11 +154,16 @@ def checked_get_strategy(original: Callable[[Any], Any], recipe: Recipe, run: Ru
     return get_strategy
 
 
+def in_train_ppo_ray() -> bool:
+    """Whether this process is ``python -m openrlhf.cli.train_ppo_ray``'s driver."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return spec is not None and spec.name == CLI_MODULE
+
+
 def install_check(recipe: Recipe, run: RunDir | None) -> bool:
     """Wrap ``get_strategy`` in the driver's ``__main__`` when it is ``train_ppo_ray``; whether it was."""
     main = sys.modules.get("__main__")
-    spec = getattr(main, "__spec__", None)
-    if main is None or spec is None or spec.name != CLI_MODULE or not hasattr(main, "get_strategy"):
+    if not in_train_ppo_ray() or not hasattr(main, "get_strategy"):
         return False
     if not getattr(main.get_strategy, "agentrl_checked", False):
         main.get_strategy = checked_get_strategy(main.get_strategy, recipe, run)
