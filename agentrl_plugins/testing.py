@@ -12,10 +12,12 @@ import dataclasses
 import json
 import os
 import signal
+import socket
 import struct
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import time
 import uuid
 import venv
@@ -129,8 +131,6 @@ RAY_STARTED = "Ray runtime started"
 
 
 def _free_port() -> int:
-    import socket
-
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
@@ -160,8 +160,6 @@ def local_ray_cluster(nodes: int, gpus_per_node: int | None, cpus_per_node: int 
     with ``token_auth``, Ray's token authentication (the default of ``ray start`` wherever ``~/.ray/auth_token``
     exists; generated here when missing). Yields ``HOST:PORT`` for ``RAY_ADDRESS``; every node stops on exit.
     The head's files go to a folder of its own, so that no ``ray.init()`` without an address finds it."""
-    import tempfile
-
     env = {**os.environ, "RAY_AUTH_MODE": "token" if token_auth else "disabled"}
     env.pop("RAY_ADDRESS", None)
     if token_auth:

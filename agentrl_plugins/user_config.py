@@ -62,6 +62,8 @@ class SettingConflict:
 
 RECIPE, USER, FRAMEWORK, CPU, LAUNCH = "recipe", "user", "framework default", "project (CPU)", "project (launch)"
 ORIGINS = (RECIPE, USER, FRAMEWORK, CPU, LAUNCH)
+SETTING_COLUMNS = ("setting", "value", "origin", "default", "because of")
+"""The columns of the origin table (:meth:`Setting.row`), on the console and in ``report.md``."""
 """Where a setting's value comes from: the recipe (or the adapter's needs), what the user typed, the framework's
 default (one that follows a setting the recipe changed), the project's choice for the CPU backend, or the
 launch's choice (paths, loggers, ranks) in the prepared command."""
@@ -151,7 +153,7 @@ def settings_table(settings: Sequence[Setting], where: str, recipe: str) -> str:
     for the console and the run folder."""
     counts = ", ".join(f"{sum(s.origin == o for s in settings)} {o}" for o in ORIGINS
                        if any(s.origin == o for s in settings))
-    rows = _table(["setting", "value", "origin", "default", "because of"], [s.row() for s in settings])
+    rows = _table(list(SETTING_COLUMNS), [s.row() for s in settings])
     return f"recipe {recipe!r}: the settings of your {where} and where each comes from ({counts}):\n{rows}"
 
 

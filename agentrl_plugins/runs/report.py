@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 from agentrl_plugins.runs.metrics import StepMetrics
 from agentrl_plugins.runs.rundir import RunDir
-from agentrl_plugins.user_config import USER
+from agentrl_plugins.user_config import SETTING_COLUMNS, USER
 
 CURVES = (
     ("train_reward", "train reward"),
@@ -59,9 +59,6 @@ def _table(rows: Sequence[StepMetrics]) -> str:
     return "\n".join(lines)
 
 
-SETTINGS_HEADER = ("setting", "value", "origin", "default", "because of")
-
-
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -82,7 +79,7 @@ def settings_section(info: dict[str, Any]) -> str:
                  f"{': ' + ', '.join(f'`{row[0]}`' for row in yours) if yours else ''}. Every setting and its "
                  "origin:\n\n")
         ordered = [*yours, *(row for row in rows if row[2] != USER)]
-        lines = ["| " + " | ".join(SETTINGS_HEADER) + " |", "|" + "---|" * len(SETTINGS_HEADER)]
+        lines = ["| " + " | ".join(SETTING_COLUMNS) + " |", "|" + "---|" * len(SETTING_COLUMNS)]
         lines += ["| " + " | ".join(_cell(str(cell)) for cell in row) + " |" for row in ordered]
         text += "\n".join(lines) + "\n"
     return text
