@@ -9,9 +9,9 @@ import os
 import resource
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from conftest import cpu_run_env
 from omegaconf import OmegaConf
 
 from agentrl_plugins.errors import AgentRLError
@@ -102,9 +102,7 @@ def test_the_clusters_resources_follow_ray_address_when_the_command_runs_not_whe
 
 def test_a_command_prepared_without_ray_address_joins_a_cluster_and_stops_before_ray_when_it_lacks_slots(
         tmp_path, model_dir, token_head):
-    env = {key: value for key, value in os.environ.items() if key not in ("RAY_AUTH_MODE", "RAY_ADDRESS")}
-    env.update(OMP_NUM_THREADS="1", AGENTRL_CACHE=str(tmp_path / "cache"),
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    env = cpu_run_env(tmp_path)
     run_dir = tmp_path / "run"
     prepared = subprocess.run([sys.executable, "-m", "agentrl_plugins", "verl", "prepare", "deepswe_grpopp",
                                "--run-dir", str(run_dir), "--model", str(model_dir), "--cpu"],
