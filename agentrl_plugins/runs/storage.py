@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import errno
 import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from agentrl_plugins.errors import AgentRLError
@@ -32,12 +35,29 @@ def storage_error(error: BaseException, folder: Path | None = None) -> AgentRLEr
     return None
 
 
+@contextmanager
+def storage_errors_said(folder: Path) -> Iterator[None]:
+    """Inside a trainer's process (a Ray actor of verl or OpenRLHF), turn a failed write under ``folder`` into its
+    clear error: said on stderr as ``agentrl: error: ...`` (where the user reads the run's output) and raised in
+    place of the failure, which stays its cause."""
+    try:
+        yield
+    except BaseException as error:
+        clear = storage_error(error, folder)
+        if clear is None:
+            raise
+        print(f"agentrl: error: {clear}", file=sys.stderr, flush=True)
+        raise clear from error
+
+
 def _chain(error: BaseException) -> list[BaseException]:
+    """``error``, what caused it, and the remote error a Ray task error carries (its ``cause``)."""
     links: list[BaseException] = []
     current: BaseException | None = error
     while current is not None and current not in links:
         links.append(current)
-        current = current.__cause__ or current.__context__
+        remote = getattr(current, "cause", None)
+        current = remote if isinstance(remote, BaseException) else current.__cause__ or current.__context__
     return links
 
 

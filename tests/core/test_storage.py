@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.runs.journal import append_line
-from agentrl_plugins.runs.storage import storage_error
+from agentrl_plugins.runs.storage import storage_error, storage_errors_said
 
 FULL = Path("/dev/full")  # every write to it fails with ENOSPC
 
@@ -52,3 +53,14 @@ def test_the_command_line_says_a_full_disk_instead_of_a_traceback():
         result = subprocess.run([sys.executable, "-m", "agentrl_plugins", "recipes", "show", "grpo", "--json"],
                                 stdout=full, stderr=subprocess.PIPE, text=True)
     assert result.returncode == 2 and "the disk is full" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_inside_a_trainer_a_failed_write_is_said_and_raised_as_the_clear_error(full_file, tmp_path, capsys):
+    with pytest.raises(AgentRLError) as raised, storage_errors_said(tmp_path):
+        append_line(full_file, {"step": 0})
+    assert str(raised.value).startswith(f"could not write {full_file}: the disk is full (")
+    assert isinstance(raised.value.__cause__, OSError), "the failure stays the clear error's cause"
+    assert capsys.readouterr().err == f"agentrl: error: {raised.value}\n"
+    with pytest.raises(ValueError), storage_errors_said(tmp_path):
+        raise ValueError("not a write")
+    assert capsys.readouterr().err == ""

@@ -44,6 +44,7 @@ from agentrl_plugins.runs.metrics import StepMetrics, finite, logged_figures
 from agentrl_plugins.runs.progress import record_step
 from agentrl_plugins.runs.report import write_report
 from agentrl_plugins.runs.rundir import RunDir
+from agentrl_plugins.runs.storage import storage_errors_said
 
 from agentrl_openrlhf.patches import Patch, target
 from agentrl_openrlhf.recipe_env import RECIPE_ENV, RUN_DIR_ENV, recipe_from_env
@@ -191,25 +192,32 @@ def _eval_kwargs(trainer: Any) -> dict[str, Any]:
 def fit_method(original: Any) -> Any:
     @functools.wraps(original)
     def fit(self, global_step: int = 0) -> None:
-        self.agentrl_recorder = StepRecorder(RunDir(Path(os.environ[RUN_DIR_ENV])), get_plugin_manager().hook)
-        if self.args.ckpt.load_enable:
-            step = self.init_checkpoint_states()["global_step"]
-            self.agentrl_recorder.resume_from(step)
-            if step and self.vllm_engines and all(hasattr(e, "resume_at") for e in self.vllm_engines):
-                ray.get([engine.resume_at.remote(step) for engine in self.vllm_engines])  # the CPU rollout engine
-        if global_step == 0 and self.eval_dataloader and not self.agentrl_recorder.run.read_metrics():
-            self.evaluate(0, **_eval_kwargs(self))
-        original(self, global_step)
-        if self.tensorboard_logger is not None:
-            self.tensorboard_logger.close()
-        rows = self.agentrl_recorder.run.read_metrics()
-        if self.eval_dataloader and rows and rows[-1].heldout_pass1 is None:
-            print(f"agentrl: step {rows[-1].step}, the run's last, has no held-out evaluation: the prompts ran out "
-                  "on a batch that dynamic filtering emptied, after the step was logged", file=sys.stderr, flush=True)
-        if rows:
-            print(f"report: {write_report(self.agentrl_recorder.run)}", file=sys.stderr, flush=True)
+        run = RunDir(Path(os.environ[RUN_DIR_ENV]))
+        with storage_errors_said(run.path):
+            recorded_fit(self, original, run, global_step)
 
     return fit
+
+
+def recorded_fit(trainer: Any, original: Any, run: RunDir, global_step: int) -> None:
+    """OpenRLHF's ``fit`` (``original``) with the run folder: resumed from, evaluated at step 0, reported."""
+    trainer.agentrl_recorder = StepRecorder(run, get_plugin_manager().hook)
+    if trainer.args.ckpt.load_enable:
+        step = trainer.init_checkpoint_states()["global_step"]
+        trainer.agentrl_recorder.resume_from(step)
+        if step and trainer.vllm_engines and all(hasattr(e, "resume_at") for e in trainer.vllm_engines):
+            ray.get([engine.resume_at.remote(step) for engine in trainer.vllm_engines])  # the CPU rollout engine
+    if global_step == 0 and trainer.eval_dataloader and not run.read_metrics():
+        trainer.evaluate(0, **_eval_kwargs(trainer))
+    original(trainer, global_step)
+    if trainer.tensorboard_logger is not None:
+        trainer.tensorboard_logger.close()
+    rows = run.read_metrics()
+    if trainer.eval_dataloader and rows and rows[-1].heldout_pass1 is None:
+        print(f"agentrl: step {rows[-1].step}, the run's last, has no held-out evaluation: the prompts ran out "
+              "on a batch that dynamic filtering emptied, after the step was logged", file=sys.stderr, flush=True)
+    if rows:
+        print(f"report: {write_report(run)}", file=sys.stderr, flush=True)
 
 
 def evaluate_method(original: Any) -> Any:

@@ -28,6 +28,7 @@ from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.plugins import get_plugin_manager
 from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.runs.figures import loss_token_mean
+from agentrl_plugins.runs.storage import storage_errors_said
 
 from agentrl_verl.mismatch import driver_metrics
 from agentrl_verl.names import ON_POLICY_KEY, PREFIX
@@ -244,8 +245,10 @@ class AgentRLTrainer(PPOTrainerSync):
         return computed
 
     def fit(self, *args: Any, **kwargs: Any) -> Any:
-        result = super().fit(*args, **kwargs)
-        if self.agentrl is not None:
+        if self.agentrl is None:
+            return super().fit(*args, **kwargs)
+        with storage_errors_said(self.agentrl.run.path):
+            result = super().fit(*args, **kwargs)
             if self.agentrl_training and self.config.trainer.save_freq <= 0:
                 self.save_last_step()
             self.agentrl.finish(Path(self.config.trainer.default_local_dir) if self.agentrl_training else None)
