@@ -316,3 +316,18 @@ def killed_run_leftovers(command: Sequence[str], env: dict[str, str], started: s
         process.kill()
         process.wait()
     return settled_leftovers(marker, settle_s)
+
+
+FULL_DISK = Path("/dev/full")
+"""Every write to it fails with ENOSPC: a full disk without filling one."""
+
+
+def full_disk_link(path: Path) -> Path:
+    """``path`` as a link to :data:`FULL_DISK` (a test is skipped where there is none): writes to it find the disk
+    full."""
+    import pytest
+
+    if not FULL_DISK.exists():
+        pytest.skip(f"no {FULL_DISK} here")
+    path.symlink_to(FULL_DISK)
+    return path

@@ -12,17 +12,12 @@ import torch
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.runs.journal import append_line
 from agentrl_plugins.runs.storage import storage_error, storage_errors_said
-
-FULL = Path("/dev/full")  # every write to it fails with ENOSPC
+from agentrl_plugins.testing import FULL_DISK, full_disk_link
 
 
 @pytest.fixture
 def full_file(tmp_path):
-    if not FULL.exists():
-        pytest.skip("no /dev/full here")
-    link = tmp_path / "metrics.jsonl"
-    link.symlink_to(FULL)
-    return link
+    return full_disk_link(tmp_path / "metrics.jsonl")
 
 
 def test_a_full_disk_names_the_file_and_the_space_left(full_file):
@@ -47,9 +42,9 @@ def test_a_folder_that_cannot_be_made_is_said_and_other_errors_pass_through():
 
 
 def test_the_command_line_says_a_full_disk_instead_of_a_traceback():
-    if not FULL.exists():
-        pytest.skip("no /dev/full here")
-    with FULL.open("w") as full:
+    if not FULL_DISK.exists():
+        pytest.skip(f"no {FULL_DISK} here")
+    with FULL_DISK.open("w") as full:
         result = subprocess.run([sys.executable, "-m", "agentrl_plugins", "recipes", "show", "grpo", "--json"],
                                 stdout=full, stderr=subprocess.PIPE, text=True)
     assert result.returncode == 2 and "the disk is full" in result.stderr and "Traceback" not in result.stderr

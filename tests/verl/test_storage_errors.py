@@ -3,16 +3,13 @@ row) reaches the trainer as Ray's task error; the clear error of the full disk i
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 from ray.exceptions import RayTaskError
 
 from agentrl_plugins.runs.journal import append_line
 from agentrl_plugins.runs.storage import storage_error
-
-FULL = Path("/dev/full")
+from agentrl_plugins.testing import full_disk_link
 
 
 def as_ray_raises_it(error: BaseException) -> BaseException:
@@ -22,11 +19,7 @@ def as_ray_raises_it(error: BaseException) -> BaseException:
 
 @pytest.fixture
 def full_file(tmp_path):
-    if not FULL.exists():
-        pytest.skip("no /dev/full here")
-    link = tmp_path / "model_world_size_1_rank_0.pt"
-    link.symlink_to(FULL)
-    return link
+    return full_disk_link(tmp_path / "model_world_size_1_rank_0.pt")
 
 
 def test_a_full_disk_in_a_ray_worker_is_said_with_its_file(full_file):
