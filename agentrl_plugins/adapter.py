@@ -105,6 +105,19 @@ def ray_address() -> str | None:
     return os.environ.get(RAY_ADDRESS_ENV) or None
 
 
+LEAN_LOCAL_RAY_ENV = {"RAY_enable_worker_prestart": "0", "RAY_prestart_worker_first_driver": "0"}
+"""Ray settings for the local cluster a CPU launch starts: no idle worker processes started ahead of need (each
+imports Ray's worker, seconds of a few cores' time that the run's own actors wait behind)."""
+
+
+def lean_local_ray_env() -> dict[str, str]:
+    """:data:`LEAN_LOCAL_RAY_ENV` less the variables the user's environment sets (theirs win); nothing when the
+    launch joins a running cluster, whose settings are its own."""
+    if ray_address() is not None:
+        return {}
+    return {name: value for name, value in LEAN_LOCAL_RAY_ENV.items() if name not in os.environ}
+
+
 def correction_parameter_rows(recipe: Recipe, setting: str, status: MappingStatus,
                               plugin_manager: Any = None) -> list[ComponentMapping]:
     """The rows of ``correction.cap``, ``.low`` and ``.high``: those the recipe's correction takes reach ``setting``

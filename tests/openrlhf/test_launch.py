@@ -227,13 +227,16 @@ def test_ranks_over_nodes_reach_openrlhf_and_a_running_cluster_keeps_its_resourc
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     local = dry_run(["deepswe_grpopp", "--ranks", "2"], tmp_path / "a")
     assert json.loads(env_of(local)["RAY_OVERRIDE_RESOURCES"]) == {"CPU": 8, "GPU": 3}, "two ranks and one engine"
+    assert env_of(local)["RAY_enable_worker_prestart"] == "0", "the local cluster starts no idle workers"
+    monkeypatch.setenv("RAY_enable_worker_prestart", "1")
+    assert "RAY_enable_worker_prestart" not in env_of(dry_run(["deepswe_grpopp"], tmp_path / "c")), "yours wins"
     args = parse_openrlhf_cli(flags_of(local), monkeypatch)
     assert (args.actor.num_nodes, args.actor.num_gpus_per_node, args.vllm.num_engines) == (1, 2, 1)
     monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
     joined = printed(["deepswe_grpopp", "--ranks", "4", "--nodes", "2"], tmp_path / "b")
     assert "--ranks 4 --nodes 2" in joined[0], "the prepare step reproduces the layout"
     command = shlex.split(joined[-1])
-    assert "RAY_OVERRIDE_RESOURCES" not in env_of(command)
+    assert not {"RAY_OVERRIDE_RESOURCES", "RAY_prestart_worker_first_driver"} & set(env_of(command))
     args = parse_openrlhf_cli(flags_of(command), monkeypatch)
     assert (args.actor.num_nodes, args.actor.num_gpus_per_node) == (2, 2)
 

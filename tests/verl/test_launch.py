@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 from conftest import verl_config
+from hydra import compose, initialize_config_module
 from omegaconf import open_dict
 from verl.trainer.ppo.utils import need_critic, need_reference_policy
 from verl.utils.config import omega_conf_to_dataclass, validate_config
@@ -270,6 +271,15 @@ def test_ranks_over_nodes_reach_verl_and_a_running_cluster_gets_the_launch_varia
     settings = dict(word.split("=", 1) for word in local.command[3:])
     assert (settings["trainer.nnodes"], settings["trainer.n_gpus_per_node"]) == ("1", "2")
     assert settings["+ray_kwargs.ray_init.num_gpus"] == "2", "verl's own local cluster gets a slot per rank"
+    assert local.env["RAY_enable_worker_prestart"] == "0", "verl's own local cluster starts no idle workers"
+    words = [word for word in local.command[3:] if not word.startswith("hydra.")]
+    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
+        assert compose("ppo_trainer", overrides=words).ray_kwargs.ray_init.include_dashboard is False
+        yours = compose("ppo_trainer", overrides=[*words, "ray_kwargs.ray_init.include_dashboard=true"])
+    assert yours.ray_kwargs.ray_init.include_dashboard is True, "the dashboard comes back with one word"
+    monkeypatch.setenv("RAY_prestart_worker_first_driver", "1")
+    yours = launch.plan(deepswe, RunOptions(run_dir=tmp_path / "c", model=str(model_dir), extra={"cpu": True}))
+    assert "RAY_prestart_worker_first_driver" not in yours.env, "the user's own setting wins"
     monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
     joined = launch.plan(deepswe, RunOptions(run_dir=tmp_path / "b", model=str(model_dir), ranks=4, nodes=2,
                                              extra={"cpu": True}))
@@ -278,6 +288,7 @@ def test_ranks_over_nodes_reach_verl_and_a_running_cluster_gets_the_launch_varia
     assert not [key for key in settings if key.endswith(("num_gpus", "num_cpus"))], \
         "a running cluster brings its own resources (ray.init refuses them with an address)"
     assert settings["+ray_kwargs.ray_init.runtime_env.env_vars.VERL_PLATFORM"] == "cpu"
+    assert not [name for name in joined.env if name.startswith("RAY_")], "a running cluster keeps its settings"
 
 
 @pytest.mark.parametrize("ranks, nodes, address, message", [

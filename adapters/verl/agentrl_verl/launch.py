@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from agentrl_plugins.adapter import RunOptions, ray_address
+from agentrl_plugins.adapter import RunOptions, lean_local_ray_env, ray_address
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.models import run_model
 from agentrl_plugins.recipe_schema import Recipe
@@ -109,6 +109,7 @@ def plan(recipe: Recipe, options: RunOptions, prepare: bool = False) -> Launch:
     if on_cpu(options):
         overrides.update(cpu_overrides(recipe.train.seed, paths.ranks, ray_address() is not None))
         env[cpu.PLATFORM_ENV] = cpu.PLATFORM
+        env.update(lean_local_ray_env())
     if options.resume is not None:
         overrides["trainer.resume_mode"] = "auto"
     assert paths.run_dir is not None

@@ -14,6 +14,7 @@ import json
 import os
 from typing import Any
 
+from agentrl_plugins.adapter import lean_local_ray_env
 from agentrl_plugins.recipe_schema import Recipe
 
 from agentrl_openrlhf.cpu import BACKEND_ENV, SHIMS
@@ -41,9 +42,10 @@ def local_cluster_resources(slots: int) -> dict[str, str]:
 
 def cpu_env(ranks: int = 1, on_cluster: bool = False) -> dict[str, str]:
     """Environment of the CPU launch. The local cluster ``train_ppo_ray`` starts gets a fake GPU per trainer rank
-    and rollout engine; a running one (``on_cluster``, ``RAY_ADDRESS``) brings its own resources. The shims go
+    and rollout engine and starts no idle workers ahead of need (:func:`~agentrl_plugins.adapter.lean_local_ray_env`);
+    a running one (``on_cluster``, ``RAY_ADDRESS``) brings its own resources and settings. The shims go
     before the user's own ``PYTHONPATH``, which is kept."""
-    resources = {} if on_cluster else local_cluster_resources(ranks + ROLLOUT_ENGINES)
+    resources = {} if on_cluster else {**local_cluster_resources(ranks + ROLLOUT_ENGINES), **lean_local_ray_env()}
     yours = os.environ.get("PYTHONPATH")
     path = {"PYTHONPATH": os.pathsep.join([WORKER_ENV["PYTHONPATH"], yours]) if yours else WORKER_ENV["PYTHONPATH"]}
     return {BACKEND_ENV: "cpu", **resources, **WORKER_ENV, **path}

@@ -16,6 +16,12 @@ LOCAL_CLUSTER = ("+ray_kwargs.ray_init.num_gpus", "ray_kwargs.ray_init.num_cpus"
 config); a running cluster refuses them."""
 
 
+NO_DASHBOARD = "+ray_kwargs.ray_init.include_dashboard"
+"""Off for the local cluster of a CPU run: Ray's dashboard is about a dozen processes, 8% of a short run's CPU time
+(``ray_kwargs.ray_init.include_dashboard=true`` after ``main_ppo.sh`` brings it back; a running cluster keeps its
+own, and Ray ignores the setting there)."""
+
+
 def local_cluster_resources(ranks: int) -> dict[str, int]:
     """The overrides of :data:`LOCAL_CLUSTER`: a ``GPU`` slot per trainer rank, :data:`RAY_CPUS` CPU slots."""
     return dict(zip(LOCAL_CLUSTER, (ranks, RAY_CPUS)))
@@ -23,15 +29,15 @@ def local_cluster_resources(ranks: int) -> dict[str, int]:
 
 def cpu_overrides(seed: int, ranks: int = 1, on_cluster: bool = False) -> dict[str, Any]:
     """Overrides that run ``main_ppo`` on CPU trainer processes (one Ray "GPU" slot each): the local Ray cluster
-    verl starts gets ``ranks`` slots, a running one (``on_cluster``, ``RAY_ADDRESS``) brings its own; the rollout
-    servers sample with ``seed``.
+    verl starts gets ``ranks`` slots and no dashboard, a running one (``on_cluster``, ``RAY_ADDRESS``) brings its
+    own; the rollout servers sample with ``seed``.
 
     Micro-batches stay at one context's tokens (``max_context_tokens``, the launch's setting): verl packs a
     micro-batch's sequences into one row, and each is attended within itself (:mod:`agentrl_verl.cpu.attention`).
     With one update per step and no correction the recording trainer lets the update score the old policy in its own
     forward, as TRL does, instead of verl's separate pass (:mod:`agentrl_verl.verl_plugin.on_policy`)."""
     actor_rollout_ref = "actor_rollout_ref."
-    local_cluster = {} if on_cluster else local_cluster_resources(ranks)
+    local_cluster = {} if on_cluster else {**local_cluster_resources(ranks), NO_DASHBOARD: False}
     return {
         "trainer.device": "cpu",
         **local_cluster,
