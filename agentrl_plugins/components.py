@@ -139,6 +139,18 @@ class RecipeFile(Component):
 
 
 @dataclass(frozen=True)
+class ExperimentFile(Component):
+    """An experiment data file (TOML) on disk: recipes compared at one sample budget and the predictions checked
+    (the format: :func:`agentrl_plugins.compare.experiments.read_experiment`)."""
+
+    name: str
+    path: Path
+    description: str
+    kind: ClassVar[str] = "experiment"
+    hook: ClassVar[str] = "agentrl_register_experiments"
+
+
+@dataclass(frozen=True)
 class Adapter(Component):
     """``factory()`` returns a :class:`~agentrl_plugins.adapter.FrameworkAdapter`.
 
@@ -173,5 +185,5 @@ class Model(Component):
 
 KINDS: dict[str, type[Component]] = {
     cls.kind: cls for cls in (Environment, Verifier, AdvantageEstimator, Correction, PolicyLoss, TurnReward,
-                                RecipeFile, Adapter, Model)
+                                RecipeFile, ExperimentFile, Adapter, Model)
 }

@@ -23,6 +23,7 @@ from agentrl_plugins.components import (
     AdvantageEstimator,
     Correction,
     Environment,
+    ExperimentFile,
     Model,
     PolicyLoss,
     RecipeFile,
@@ -104,6 +105,16 @@ def agentrl_register_recipes(register: Callable[[RecipeFile], None]) -> None:
     """Register recipe files.
 
     - ``register``: call ``register(RecipeFile(name, path, description))`` once per TOML recipe.
+    """
+
+
+@hookspec
+def agentrl_register_experiments(register: Callable[[ExperimentFile], None]) -> None:
+    """Register experiment files (``agentrl compare experiment NAME``).
+
+    - ``register``: call ``register(ExperimentFile(name, path, description))`` once per TOML experiment: its
+      ``recipes``, the ``overrides`` every arm shares and its ``[[predictions]]`` (``claim``, ``figure``,
+      ``higher``, ``lower``), read by :func:`agentrl_plugins.compare.experiments.read_experiment`.
     """
 
 

@@ -35,6 +35,7 @@ DEFAULT_PLUGINS = (
     "agentrl_plugins.default_plugins.policy_losses",
     "agentrl_plugins.default_plugins.turn_rewards",
     "agentrl_plugins.default_plugins.recipes",
+    "agentrl_plugins.default_plugins.experiments",
 )
 
 

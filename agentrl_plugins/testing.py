@@ -24,56 +24,13 @@ import venv
 from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence, get_args
+from typing import Any, Callable, Iterator, Sequence, get_args
 
 from agentrl_plugins.adapter import FrameworkAdapter, MappingStatus, decided_settings
 from agentrl_plugins.recipe_schema import SECTIONS, Recipe
-from agentrl_plugins.types import Generation, Sampling
+from agentrl_plugins.scripted import ByteChatTokenizer as ByteChatTokenizer  # re-exported for plugin authors
+from agentrl_plugins.scripted import ScriptedGenerate as ScriptedGenerate
 from agentrl_plugins.user_config import same
-
-
-class ByteChatTokenizer:
-    """One token per byte plus role markers; the chat template closes every message with EOS."""
-
-    pad_token_id, eos_token_id = 0, 1
-    ROLES = {"system": 2, "user": 3, "assistant": 4, "tool": 5}
-    OFFSET = 6
-
-    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
-        return [self.OFFSET + b for b in text.encode("utf-8")]
-
-    def decode(self, ids: Iterable[int], skip_special_tokens: bool = True) -> str:
-        data = bytes(i - self.OFFSET for i in ids if i >= self.OFFSET)
-        return data.decode("utf-8", errors="replace")
-
-    def apply_chat_template(self, messages: Sequence[dict[str, str]], add_generation_prompt: bool = False,
-                            tokenize: bool = True) -> list[int]:
-        ids: list[int] = []
-        for message in messages:
-            ids += [self.ROLES[message["role"]]] + self.encode(message["content"]) + [self.eos_token_id]
-        return ids + ([self.ROLES["assistant"]] if add_generation_prompt else [])
-
-
-class ScriptedGenerate:
-    """An async ``generate`` that replays texts in order, with a fixed log-prob per token.
-
-    It records every prompt it was given, so tests can check what the sampler saw.
-    """
-
-    def __init__(self, texts: Sequence[str], tokenizer: Any, logprob: float = -0.5, eos: bool = True):
-        self.texts, self.tokenizer, self.logprob, self.eos = list(texts), tokenizer, logprob, eos
-        self.prompts: list[list[int]] = []
-        self.outputs: list[list[int]] = []
-
-    async def __call__(self, token_ids: list[int], sampling: Sampling) -> Generation:
-        self.prompts.append(list(token_ids))
-        text = self.texts[len(self.outputs) % len(self.texts)]
-        ids = self.tokenizer.encode(text) + ([self.tokenizer.eos_token_id] if self.eos else [])
-        finish = "stop"
-        if len(ids) > sampling.max_new_tokens:
-            ids, finish = ids[: sampling.max_new_tokens], "length"
-        self.outputs.append(ids)
-        return Generation(ids, [self.logprob] * len(ids), finish)
 
 
 def fresh_environment(root: Path, *projects: Path) -> Path:

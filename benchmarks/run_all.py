@@ -116,7 +116,9 @@ def timed_run(folder: Path, framework: str, steps: int) -> dict[str, Any]:
         raise SystemExit(f"{label} failed (exit {proc.returncode}), see {log}:\n{log.read_text()[-3000:]}")
     rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
     print(f"[{label}] {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
-    return {"step_seconds": [row["seconds"] for row in rows if row["step"] > 0],
+    trained = [row for row in rows if row["step"] > 0]
+    return {"step_seconds": [row["seconds"] for row in trained],
+            "rollout_seconds": [row["rollout_seconds"] for row in trained],
             "startup_s": first_row - (rows[0]["eval_seconds"] or 0.0)}
 
 
@@ -129,7 +131,9 @@ def round_order(index: int) -> tuple[str, ...]:
 def step_seconds(out: Path, steps: int, rounds: int) -> dict[str, Any]:
     """Each framework's median training-step seconds and start-up over ``rounds`` rounds, the frameworks run in
     turn within each round (:func:`round_order`, so a slow spell of the machine falls on all of them), and each
-    round's step and start-up ratios to TRL's (medians, so one slowed step does not move a round)."""
+    round's step and start-up ratios to TRL's (medians, so one slowed step does not move a round). A step splits
+    into its rollout (``metrics.jsonl``'s ``rollout_seconds``, the same definition in every framework) and the rest
+    (scoring the old policy, the update, weight sync, the recorder)."""
     runs = [{framework: timed_run(out / f"run-{framework}-{index}", framework, steps)
              for framework in round_order(index)} for index in range(rounds)]
     figures: dict[str, Any] = {}
@@ -137,6 +141,9 @@ def step_seconds(out: Path, steps: int, rounds: int) -> dict[str, Any]:
         mine = [round_[framework] for round_ in runs]
         figures[framework] = {
             "s_per_step": statistics.median(s for run_ in mine for s in run_["step_seconds"]),
+            "rollout_s": statistics.median(s for run_ in mine for s in run_["rollout_seconds"]),
+            "rest_s": statistics.median(step - rollout for run_ in mine
+                                        for step, rollout in zip(run_["step_seconds"], run_["rollout_seconds"])),
             "startup_s": statistics.median(run_["startup_s"] for run_ in mine),
             "startups": [run_["startup_s"] for run_ in mine],
             "round_ratios": [statistics.median(run_["step_seconds"]) / statistics.median(trl["step_seconds"])
@@ -181,6 +188,9 @@ def goals(figures: dict[str, Any]) -> list[Goal]:
         measured = f"{seconds / trl:.2f}x ({seconds:.1f} s / {trl:.1f} s{spread})"
         rows.append(Goal(f"s/step {name} / TRL, medians", measured, f"<= {TARGETS['step_ratio']:g}x",
                          seconds / trl <= TARGETS["step_ratio"]))
+    for name in FRAMEWORKS:
+        rows.append(Goal(f"{name}: a step's rollout + the rest (old policy, update, sync), medians",
+                         f"{steps[name]['rollout_s']:.1f} s + {steps[name]['rest_s']:.1f} s", "reported", True))
     for name in ("verl", "openrlhf"):
         ratios = steps[name]["startup_ratios"]
         rows.append(Goal(f"start-up {name} / TRL, to the first evaluation", f"{statistics.median(ratios):.2f}x"

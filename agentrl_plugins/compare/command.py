@@ -12,7 +12,7 @@ from typing import Optional
 import typer
 
 from agentrl_plugins.compare.batch import write_input
-from agentrl_plugins.compare.experiments import EXPERIMENTS, append_section, experiment, experiment_section
+from agentrl_plugins.compare.experiments import append_section, experiment, experiment_section
 from agentrl_plugins.compare.learning import check_budgets, plan_arms, recipe_label, run_learning
 from agentrl_plugins.compare.learning_report import arms_table, write_learning_report
 from agentrl_plugins.compare.record import record_batch
@@ -102,7 +102,8 @@ def parsed_seeds(seeds: str) -> list[int]:
 
 
 def experiment_command(
-    name: str = typer.Argument(..., metavar="NAME", help=f"One of: {', '.join(EXPERIMENTS)}."),
+    name: str = typer.Argument(..., metavar="NAME", help="A registered experiment, such as credit or objectives "
+                               "(`agentrl plugins` lists them, kind experiment)."),
     framework: str = typer.Option("trl", "--framework", help="The framework every arm trains with."),
     seeds: str = typer.Option("0,1,2,3,4", help="Comma-separated training seeds."),
     model: Optional[str] = typer.Option(None, help="A local Hugging Face causal LM instead of TinyAgent."),

@@ -12,11 +12,13 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import NoReturn, Sequence
 
 from agentrl_plugins.compare.learning import ArmResult
 from agentrl_plugins.compare.trust_region import ProbeRow, probe_rows, probe_table
-from agentrl_plugins.errors import UnknownNameError
+from agentrl_plugins.errors import RecipeError, did_you_mean
+from agentrl_plugins.plugins import PluginManager, get_plugin_manager
+from agentrl_plugins.recipe import read_toml
 from agentrl_plugins.runs.metrics import METRIC_NAMES
 
 
@@ -46,32 +48,60 @@ class Experiment:
     trust_region_probe: bool = False
 
 
-EXPERIMENTS = {experiment.name: experiment for experiment in (
-    Experiment(
-        "objectives",
-        "GRPO, Dr. GRPO, DAPO's token-level loss with clip-higher, GSPO and CISPO at one sample budget.",
-        ("deepseekmath_grpo", "dr_grpo", "dapo", "gspo", "cispo"),
-        (Prediction("GRPO's 1/|o| normalisation lengthens failures relative to Dr. GRPO", "failure_tokens",
-                    "deepseekmath_grpo", "dr_grpo"),),
-        # Two updates per batch: at one, every ratio is 1, no clip binds, and the five losses have three gradients.
-        # Ten batches of two updates: as many updates as the laptop profile's twenty batches of one.
-        overrides=("optim.updates_per_step=2", "train.steps=10"),
-        trust_region_probe=True),
-    Experiment(
-        "credit",
-        "Outcome-only GRPO, GiGPO's step-level credit and potential-based shaping on the public tests.",
-        ("grpo", "gigpo", "potential_shaping"),
-        (Prediction("step-level credit cuts redundant actions", "redundant_per_success", "grpo", "gigpo"),
-         Prediction("shaping on public tests may raise hardcode_tests", "hacked_fraction", "potential_shaping",
-                    "grpo")),
-        overrides=("environment.options={renamed_variants = 4, turn_signals = true}",)),
-)}
+EXPERIMENT_KEYS = {"description": str, "recipes": list, "overrides": list, "predictions": list,
+                   "trust_region_probe": bool}
+PREDICTION_KEYS = ("claim", "figure", "higher", "lower")
 
 
-def experiment(name: str) -> Experiment:
-    if name not in EXPERIMENTS:
-        raise UnknownNameError("experiment", name, EXPERIMENTS)
-    return EXPERIMENTS[name]
+def read_experiment(name: str, path: Path) -> Experiment:
+    """The experiment in the TOML file at ``path``: ``description``, ``recipes`` (a list of names),
+    ``overrides`` (recipe overrides every arm shares), ``trust_region_probe`` (a boolean) and one
+    ``[[predictions]]`` table per prediction (``claim``, ``figure``, ``higher``, ``lower``). A key it lacks or does
+    not know, a value of the wrong type, or a prediction about a recipe it does not train is a clear error."""
+    raw = read_toml(path)
+
+    def refuse(problem: str) -> NoReturn:
+        raise RecipeError(f"experiment {name!r} ({path}): {problem}")
+
+    unknown = sorted(set(raw) - set(EXPERIMENT_KEYS))
+    if unknown:
+        refuse(f"unknown key {unknown[0]!r}.{did_you_mean(unknown[0], EXPERIMENT_KEYS)} Known: "
+               f"{', '.join(EXPERIMENT_KEYS)}")
+    for key in ("description", "recipes", "predictions"):
+        if key not in raw:
+            refuse(f"'{key}' is missing")
+    for key, kind in EXPERIMENT_KEYS.items():
+        if key in raw and not isinstance(raw[key], kind):
+            refuse(f"'{key}' must be {'a list' if kind is list else kind.__name__}, got {raw[key]!r}")
+    for key in ("recipes", "overrides"):
+        if not all(isinstance(item, str) for item in raw.get(key, [])):
+            refuse(f"'{key}' must list strings, got {raw[key]!r}")
+    predictions = []
+    for index, table in enumerate(raw["predictions"]):
+        where = f"predictions[{index}]"
+        if not isinstance(table, dict) or sorted(table) != sorted(PREDICTION_KEYS) or \
+                not all(isinstance(value, str) for value in table.values()):
+            refuse(f"{where} must be a table of the strings {', '.join(PREDICTION_KEYS)}, got {table!r}")
+        for arm in (table["higher"], table["lower"]):
+            if arm not in raw["recipes"]:
+                refuse(f"{where} compares {arm!r}, which is not one of its recipes ({', '.join(raw['recipes'])})")
+        try:
+            predictions.append(Prediction(*(table[key] for key in PREDICTION_KEYS)))
+        except ValueError as error:
+            refuse(f"{where}: {error}")
+    return Experiment(name, raw["description"], tuple(raw["recipes"]), tuple(predictions),
+                      tuple(raw.get("overrides", ())), raw.get("trust_region_probe", False))
+
+
+def experiment_names(plugin_manager: PluginManager | None = None) -> list[str]:
+    """The registered experiments' names (``agentrl_register_experiments``)."""
+    return (plugin_manager or get_plugin_manager()).registry("experiment").names()
+
+
+def experiment(name: str, plugin_manager: PluginManager | None = None) -> Experiment:
+    """The registered experiment ``name``, read from its file; an unknown name lists the close ones."""
+    record = (plugin_manager or get_plugin_manager()).get("experiment", name)
+    return read_experiment(name, record.path)
 
 
 def seed_means(result: ArmResult, figure: str) -> list[float]:

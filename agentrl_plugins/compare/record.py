@@ -25,7 +25,7 @@ from agentrl_plugins.environment import build_environment, close_environment
 from agentrl_plugins.episode import run_episode
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.recipe_schema import Recipe
-from agentrl_plugins.testing import ByteChatTokenizer, ScriptedGenerate
+from agentrl_plugins.scripted import ByteChatTokenizer, ScriptedGenerate
 from agentrl_plugins.turn_rewards import build_turn_reward
 from agentrl_plugins.types import Limits, Trajectory, TurnOutcome
 from agentrl_plugins.verifiers import build_verifier

@@ -69,6 +69,37 @@ def violations(packages: dict[str, Path], allowed: dict[str, set[str]]) -> list[
     return broken
 
 
+TEST_KIT = "agentrl_plugins.testing"
+"""The test kit plugin authors' tests import; no package's own code does."""
+
+
+def imported_modules(source: str) -> list[tuple[int, str]]:
+    """``(line, module)`` of every absolute import in ``source``, ``from A import B`` giving ``A.B`` as well."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.append((node.lineno, node.module))
+            found += [(node.lineno, f"{node.module}.{alias.name}") for alias in node.names]
+    return found
+
+
+def kit_importers(packages: dict[str, Path]) -> list[str]:
+    """``module:line`` of every import of :data:`TEST_KIT` in the packages' code (the kit itself aside)."""
+    return [f"{module.relative_to(folder.parent)}:{line}" for folder in packages.values()
+            for module in sorted(folder.rglob("*.py")) if module != PACKAGES["agentrl_plugins"] / "testing.py"
+            for line, name in imported_modules(module.read_text()) if name == TEST_KIT]
+
+
+def test_no_package_imports_the_test_kit(tmp_path):
+    assert kit_importers(PACKAGES) == []
+    planted = tmp_path / "agentrl_trl"
+    shutil.copytree(PACKAGES["agentrl_trl"], planted, ignore=shutil.ignore_patterns("__pycache__"))
+    (planted / "runner.py").write_text("from agentrl_plugins import testing\n" + (planted / "runner.py").read_text())
+    assert kit_importers({"agentrl_trl": planted}) == ["agentrl_trl/runner.py:1"]
+
+
 def test_every_first_party_package_is_in_the_contract():
     assert set(PACKAGES) == set(MAY_IMPORT)
     assert all((folder / "__init__.py").is_file() for folder in PACKAGES.values())

@@ -54,7 +54,7 @@ def test_installed_plugin_appears_in_agentrl_plugins(fresh_python):
                                         capture_output=True, text=True, check=True).stdout)
     demo = {(row["kind"], row["name"]) for row in listing if row["distribution"] == "agentrl-demo-plugin"}
     assert demo == {("environment", "guess"), ("verifier", "exact_guess"), ("advantage", "half_baseline"),
-                    ("recipe", "demo_guess"), ("model", "demo_tiny")}
+                    ("recipe", "demo_guess"), ("experiment", "demo_baselines"), ("model", "demo_tiny")}
     assert all(row["status"] == "ok" for row in listing)
 
 
@@ -63,6 +63,14 @@ def test_installed_plugin_components_are_usable_by_name_from_a_recipe(fresh_pyth
     numbers = json.loads(result.stdout)
     assert numbers["rewards"] == [1.0, 0.0, 1.0, 0.0]
     assert numbers["advantages"] == [0.25, -0.25, 0.25, -0.25]
+
+
+def test_an_installed_plugins_experiment_is_read_by_name(fresh_python):
+    read = ("import json; from agentrl_plugins.compare.experiments import experiment; "
+            "chosen = experiment('demo_baselines'); "
+            "print(json.dumps([chosen.recipes, chosen.overrides, chosen.predictions[0].higher]))")
+    done = subprocess.run([fresh_python, "-c", read], capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout) == [["demo_guess", "grpo"], ["train.steps=2"], "demo_guess"]
 
 
 RESOLVE = textwrap.dedent("""

@@ -42,7 +42,7 @@ from transformers import AutoTokenizer, Qwen2ForCausalLM
 
 from agentrl_plugins.episode import run_episode, run_episodes
 from agentrl_plugins.errors import AgentRLError
-from agentrl_plugins.testing import ScriptedGenerate
+from agentrl_plugins.scripted import ScriptedGenerate
 from agentrl_plugins.types import Limits, Sampling, Trajectory
 
 from agentrl_tinyagent.cache import BASE_SEED, WarmStartSettings, model_path
