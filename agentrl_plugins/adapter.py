@@ -6,11 +6,14 @@ import os
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Mapping, Protocol, Sequence
 
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.user_config import Decided
+
+if TYPE_CHECKING:
+    from agentrl_plugins.plugins import PluginManager
 
 RAY_ADDRESS_ENV = "RAY_ADDRESS"
 NO_WARM_UP = "adapter: the recipe's schedule has no warm-up (a warm-up is refused in verl and OpenRLHF alike)"
@@ -119,7 +122,7 @@ def lean_local_ray_env() -> dict[str, str]:
 
 
 def correction_parameter_rows(recipe: Recipe, setting: str, status: MappingStatus,
-                              plugin_manager: Any = None) -> list[ComponentMapping]:
+                              plugin_manager: PluginManager | None = None) -> list[ComponentMapping]:
     """The rows of ``correction.cap``, ``.low`` and ``.high``: those the recipe's correction takes reach ``setting``
     with ``status``, the others are marked unused."""
     from agentrl_plugins.algorithm import CORRECTION_PARAMETERS, RecipeAlgorithm
@@ -130,7 +133,7 @@ def correction_parameter_rows(recipe: Recipe, setting: str, status: MappingStatu
 
 
 def advantage_parameter_rows(recipe: Recipe, setting: str, status: MappingStatus,
-                             plugin_manager: Any = None) -> list[ComponentMapping]:
+                             plugin_manager: PluginManager | None = None) -> list[ComponentMapping]:
     """The rows of ``advantage.gamma`` and ``.step_weight``: those the recipe's estimator takes reach ``setting``
     with ``status``, the others are marked unused."""
     from agentrl_plugins.algorithm import ADVANTAGE_PARAMETERS, RecipeAlgorithm
@@ -141,7 +144,7 @@ def advantage_parameter_rows(recipe: Recipe, setting: str, status: MappingStatus
 
 
 def turn_reward_rows(recipe: Recipe, setting: str, status: MappingStatus,
-                     plugin_manager: Any = None) -> list[ComponentMapping]:
+                     plugin_manager: PluginManager | None = None) -> list[ComponentMapping]:
     """The rows of ``turn_reward.name`` and ``.signal``: the episode runner at ``setting`` adds the turn reward to
     each turn's, with ``status``; the signal is read by the turn reward or marked unused."""
     from agentrl_plugins.turn_rewards import TURN_REWARD_PARAMETERS, turn_reward_params

@@ -13,7 +13,7 @@ import inspect
 import math
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Collection, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Collection, Sequence
 
 import torch
 from torch import Tensor
@@ -25,6 +25,9 @@ from agentrl_plugins.algorithms.filtering import compact_filter
 from agentrl_plugins.algorithms.policy_loss import PolicyLossInputs, PolicyLossResult
 from agentrl_plugins.errors import AgentRLError, RecipeError
 from agentrl_plugins.recipe_schema import AdvantageSection, LossSection, Recipe
+
+if TYPE_CHECKING:
+    from agentrl_plugins.plugins import PluginManager
 
 CORRECTION_PARAMETERS = ("cap", "low", "high")
 """The recipe's correction parameters; each correction takes the ones its signature names."""
@@ -123,7 +126,7 @@ class RecipeAlgorithm:
     level: str = "trajectory"
 
     @classmethod
-    def from_recipe(cls, recipe: Recipe, plugin_manager: Any = None) -> RecipeAlgorithm:
+    def from_recipe(cls, recipe: Recipe, plugin_manager: PluginManager | None = None) -> RecipeAlgorithm:
         if plugin_manager is None:
             from agentrl_plugins.plugins import get_plugin_manager
 

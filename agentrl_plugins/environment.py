@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
-from typing import Any, Hashable, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Hashable, Mapping, Protocol, Sequence
 
 from agentrl_plugins.errors import RecipeError, UnknownNameError
 from agentrl_plugins.types import Task, Verdict
+
+if TYPE_CHECKING:
+    from agentrl_plugins.plugins import PluginManager
 
 
 @dataclass(frozen=True)
@@ -120,7 +123,7 @@ def close_environment(env: EnvironmentSuite) -> None:
         close()
 
 
-def build_environment(settings: Any, plugin_manager: Any = None) -> EnvironmentSuite:
+def build_environment(settings: Any, plugin_manager: PluginManager | None = None) -> EnvironmentSuite:
     """The environment a recipe's ``[environment]`` section names, made by its factory with ``options``."""
     from agentrl_plugins.plugins import get_plugin_manager
 
@@ -139,7 +142,7 @@ def build_environment(settings: Any, plugin_manager: Any = None) -> EnvironmentS
         raise RecipeError(f"environment {component.name!r} refused its options {options}: {error}") from error
 
 
-def plays_agent_programs(settings: Any, plugin_manager: Any = None) -> bool:
+def plays_agent_programs(settings: Any, plugin_manager: PluginManager | None = None) -> bool:
     """Whether the environment ``settings`` names is an agent program suite (built to ask, then closed): a framework
     whose rows are one per episode must then make room for later segments."""
     env = build_environment(settings, plugin_manager)

@@ -8,7 +8,7 @@ sampling settings, it passes them in and the service applies them the same way e
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from agentrl_plugins.algorithm import RecipeAlgorithm
 from agentrl_plugins.chat import ChatCodec
@@ -25,6 +25,9 @@ from agentrl_plugins.recipe_schema import EnvironmentSection, Recipe
 from agentrl_plugins.turn_rewards import TurnRewardFn, build_turn_reward
 from agentrl_plugins.types import Limits, Sampling, Task, Trajectory
 from agentrl_plugins.verifiers import build_verifier
+
+if TYPE_CHECKING:
+    from agentrl_plugins.plugins import PluginManager
 
 
 @dataclass
@@ -45,7 +48,7 @@ class EpisodeService:
     """The OpenAI-compatible gateway an agent-program environment's episodes call (started on first use)."""
 
     @classmethod
-    def from_recipe(cls, recipe: Recipe, plugin_manager: Any = None,
+    def from_recipe(cls, recipe: Recipe, plugin_manager: PluginManager | None = None,
                     environment: EnvironmentSection | None = None) -> EpisodeService:
         """Build the recipe's environment (or ``environment``, a section naming another), verifier and filter."""
         if plugin_manager is None:

@@ -20,9 +20,12 @@ import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from agentrl_plugins.errors import AgentRLError
+
+if TYPE_CHECKING:
+    from agentrl_plugins.plugins import PluginManager
 
 PYTHON_VARIABLE = "AGENTRL_PYTHON_{}"
 VENVS_VARIABLE = "AGENTRL_VENVS"
@@ -78,13 +81,13 @@ def configured_frameworks() -> dict[str, FrameworkSetting]:
     return settings
 
 
-def registered_adapters(plugin_manager: Any = None) -> list[str]:
+def registered_adapters(plugin_manager: PluginManager | None = None) -> list[str]:
     from agentrl_plugins.plugins import get_plugin_manager
 
     return (plugin_manager or get_plugin_manager()).registry("adapter").names()
 
 
-def known_frameworks(plugin_manager: Any = None) -> list[str]:
+def known_frameworks(plugin_manager: PluginManager | None = None) -> list[str]:
     """Frameworks registered here, configured in the file, or given a Python by ``AGENTRL_PYTHON_<NAME>``."""
     prefix = PYTHON_VARIABLE.format("")
     named = {key[len(prefix):].lower() for key, value in os.environ.items() if key.startswith(prefix) and value}
@@ -107,7 +110,7 @@ def install_hint(framework: str) -> str:
     return hint
 
 
-def python_of(framework: str, plugin_manager: Any = None) -> FrameworkEnv | None:
+def python_of(framework: str, plugin_manager: PluginManager | None = None) -> FrameworkEnv | None:
     """The Python of ``framework``'s environment by the rules above, or None when nothing names one."""
     variable = PYTHON_VARIABLE.format(framework.upper())
     if os.environ.get(variable):

@@ -8,12 +8,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentrl_plugins.errors import ModelUnavailableError, did_you_mean
 
+if TYPE_CHECKING:
+    from agentrl_plugins.plugins import PluginManager
 
-def resolve_model(name_or_path: str, *, seed: int, prepare: bool, plugin_manager: Any = None) -> Path:
+
+def resolve_model(name_or_path: str, *, seed: int, prepare: bool, plugin_manager: PluginManager | None = None) -> Path:
     """The absolute folder of ``name_or_path``; ``prepare`` builds a registered model that is not there yet."""
     from agentrl_plugins.plugins import get_plugin_manager
 
@@ -35,7 +38,7 @@ def local_model_folder(path: str, registered: list[str]) -> Path:
         f"(there is no model hub here).{did_you_mean(path, registered)}")
 
 
-def run_model(recipe: Any, model: str | None, *, prepare: bool, plugin_manager: Any = None) -> Path:
+def run_model(recipe: Any, model: str | None, *, prepare: bool, plugin_manager: PluginManager | None = None) -> Path:
     """The folder a run of ``recipe`` trains: ``model`` (``--model``) if given, else ``train.model``."""
     return resolve_model(model or recipe.train.model, seed=recipe.train.seed, prepare=prepare,
                          plugin_manager=plugin_manager)

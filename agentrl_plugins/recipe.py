@@ -8,11 +8,14 @@ import math
 import tomllib
 import typing
 from pathlib import Path
-from typing import Any, Callable, Iterable, Literal, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Union, get_args, get_origin
 
 from agentrl_plugins.errors import RecipeError, did_you_mean
 from agentrl_plugins.recipe_schema import REQUIRED_COMPONENTS, SECTIONS, TOP_LEVEL_KEYS, Choice, Recipe
 from agentrl_plugins.types import TERMINATION_REASONS
+
+if TYPE_CHECKING:
+    from agentrl_plugins.plugins import PluginManager
 
 _MISSING = object()
 
@@ -293,7 +296,7 @@ def load_recipe(
     name_or_path: str,
     overrides: dict[str, Any] | None = None,
     profile: str | None = None,
-    plugin_manager: Any = None,
+    plugin_manager: PluginManager | None = None,
 ) -> Recipe:
     """A registered recipe (or a ``.toml`` path) with a profile and then overrides applied."""
     if plugin_manager is None:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from agentrl_plugins.algorithm import named_params
 from agentrl_plugins.errors import AgentRLError, RecipeError
 from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.types import TurnOutcome
+
+if TYPE_CHECKING:
+    from agentrl_plugins.plugins import PluginManager
 
 TurnRewardFn = Callable[[Sequence[TurnOutcome], Mapping[str, float]], list[TurnOutcome]]
 """The episode's turns and its start state's signals in; the turns with their rewards out."""
@@ -18,7 +21,7 @@ TURN_REWARD_PARAMETERS = ("signal",)
 ``advantage.gamma`` of the returns, as ``gamma``, when it names that)."""
 
 
-def _compute(recipe: Recipe, plugin_manager: Any) -> Callable[..., Any]:
+def _compute(recipe: Recipe, plugin_manager: PluginManager | None) -> Callable[..., Any]:
     if plugin_manager is None:
         from agentrl_plugins.plugins import get_plugin_manager
 
@@ -26,7 +29,7 @@ def _compute(recipe: Recipe, plugin_manager: Any) -> Callable[..., Any]:
     return plugin_manager.get("turn_reward", recipe.turn_reward.name).compute
 
 
-def turn_reward_params(recipe: Recipe, plugin_manager: Any = None) -> dict[str, Any]:
+def turn_reward_params(recipe: Recipe, plugin_manager: PluginManager | None = None) -> dict[str, Any]:
     """The recipe parameters its turn reward takes, by name: ``turn_reward.*`` and ``advantage.gamma``."""
     compute = _compute(recipe, plugin_manager)
     params = named_params(compute, recipe.turn_reward, TURN_REWARD_PARAMETERS)
@@ -37,7 +40,7 @@ def turn_reward_params(recipe: Recipe, plugin_manager: Any = None) -> dict[str, 
     return params
 
 
-def build_turn_reward(recipe: Recipe, plugin_manager: Any = None) -> TurnRewardFn | None:
+def build_turn_reward(recipe: Recipe, plugin_manager: PluginManager | None = None) -> TurnRewardFn | None:
     """The recipe's turn reward; None when it names ``none``."""
     name = recipe.turn_reward.name
     if name == "none":

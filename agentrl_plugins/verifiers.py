@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from agentrl_plugins.environment import VerifierFn
 from agentrl_plugins.types import Verdict
+
+if TYPE_CHECKING:
+    from agentrl_plugins.plugins import PluginManager
 
 COMBINE: dict[str, Callable[[list[float]], float]] = {
     "min": min,
@@ -38,7 +41,7 @@ def combine(verifiers: dict[str, VerifierFn], how: str = "min") -> VerifierFn:
     return combined
 
 
-def build_verifier(names: Sequence[str], how: str, plugin_manager: Any) -> VerifierFn:
+def build_verifier(names: Sequence[str], how: str, plugin_manager: PluginManager) -> VerifierFn:
     """The verifier a recipe names, looked up in the registry (unknown names list close matches)."""
     registry = plugin_manager.registry("verifier")
     verifiers = {name: registry.get(name).factory() for name in names}

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import Any, Hashable
+from typing import TYPE_CHECKING, Hashable
 
 import torch
 
@@ -30,6 +30,9 @@ from agentrl_plugins.turn_rewards import build_turn_reward
 from agentrl_plugins.types import Limits, Trajectory, TurnOutcome
 from agentrl_plugins.verifiers import build_verifier
 
+if TYPE_CHECKING:
+    from agentrl_plugins.plugins import PluginManager
+
 LIMITS = Limits(max_turns=6, max_context_tokens=2048, max_new_tokens_per_turn=48, timeout_s=300.0)
 MISMATCH_SHIFT = 0.6
 MISMATCH_NOISE = 0.2
@@ -38,7 +41,7 @@ DRIFT_JUMP, JUMP_SHARE = 1.5, 0.05
 ENTROPY_SCALE = 3.0
 
 
-def record_episodes(recipe: Recipe, seed: int, plugin_manager: Any = None) -> list[Trajectory]:
+def record_episodes(recipe: Recipe, seed: int, plugin_manager: PluginManager | None = None) -> list[Trajectory]:
     """Play the environment's scripted parity episodes (groups of ``recipe.rollout.group_size``)."""
     if plugin_manager is None:
         from agentrl_plugins.plugins import get_plugin_manager
@@ -74,7 +77,7 @@ def record_episodes(recipe: Recipe, seed: int, plugin_manager: Any = None) -> li
         close_environment(env)
 
 
-def record_batch(recipe: Recipe, seed: int, plugin_manager: Any = None) -> ParityBatch:
+def record_batch(recipe: Recipe, seed: int, plugin_manager: PluginManager | None = None) -> ParityBatch:
     """The parity batch: recorded episodes with seeded sampler and learner log-probs (float64)."""
     recorded = TrajectoryBatch.from_trajectories(record_episodes(recipe, seed, plugin_manager), torch.float64)
     generator = torch.Generator().manual_seed(seed)

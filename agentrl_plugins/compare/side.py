@@ -13,7 +13,7 @@ import dataclasses
 import importlib.metadata
 import sys
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -22,6 +22,9 @@ from agentrl_plugins.adapter import FrameworkConfig
 from agentrl_plugins.compare.batch import COMPARED_KEYS, ParityBatch, ParityResult, read_input, write_result
 from agentrl_plugins.errors import RecipeError
 from agentrl_plugins.recipe_schema import Recipe
+
+if TYPE_CHECKING:
+    from agentrl_plugins.plugins import PluginManager
 
 Compute = Callable[[Recipe, ParityBatch], ParityResult]
 
@@ -54,7 +57,7 @@ REFUSED_EXIT = 4
 """The side's exit status when this environment has no adapter (or no parity side) for the framework."""
 
 
-def parity_compute(framework: str, plugin_manager: Any = None) -> Compute:
+def parity_compute(framework: str, plugin_manager: PluginManager | None = None) -> Compute:
     """The registered adapter's parity side; :class:`SideUnavailable` when this environment has none."""
     from agentrl_plugins.plugins import get_plugin_manager
 

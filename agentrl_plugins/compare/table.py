@@ -8,13 +8,16 @@ checked exactly); the size of each by-design difference is the gap between the t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from agentrl_plugins.compare.batch import ParityBatch, ParityResult
 from agentrl_plugins.compare.reference import reference
 from agentrl_plugins.recipe import apply_overrides
 from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.runs.figures import FIGURES
+
+if TYPE_CHECKING:
+    from agentrl_plugins.plugins import PluginManager
 
 TOLERANCE = 1e-6
 """Largest absolute difference of an exact component (float64)."""
@@ -124,7 +127,7 @@ def _sizes(a: ParityResult, b: ParityResult) -> dict[str, float]:
 
 
 def parity_table(recipe: Recipe, batch: ParityBatch, results: Sequence[ParityResult],
-                 plugin_manager: Any = None) -> ParityTable:
+                 plugin_manager: PluginManager | None = None) -> ParityTable:
     """Every framework's rows, against the core reference (with its declared by-design differences applied)."""
     base = reference(recipe, batch, plugin_manager)
     rows: list[ParityRow] = []

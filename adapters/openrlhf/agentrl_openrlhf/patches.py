@@ -14,7 +14,7 @@ import importlib
 import importlib.metadata
 import inspect
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import torch
 
@@ -29,6 +29,9 @@ from agentrl_openrlhf.config import plan
 from agentrl_openrlhf.segments import RowEpisodes, make_experience_method, ppo_train_method, process_response_method
 from agentrl_openrlhf.terminations import terminations_from_info
 from agentrl_openrlhf.turn_label import labelled_turns
+
+if TYPE_CHECKING:
+    from agentrl_plugins.plugins import PluginManager
 
 OPENRLHF_VERSION = "0.11.2"
 EXPERIENCE_MAKER = ("openrlhf.trainer.ppo_utils.experience_maker", "RemoteExperienceMaker",
@@ -216,7 +219,7 @@ def training_step_method(original: Callable[..., Any]) -> Callable[..., Any]:
     return training_step
 
 
-def patches(recipe: Recipe, plugin_manager: Any = None) -> list[Patch]:
+def patches(recipe: Recipe, plugin_manager: PluginManager | None = None) -> list[Patch]:
     """The patches ``recipe`` needs (none when OpenRLHF is exactly equivalent), each target checked."""
     needed = plan(recipe)
     algorithm = RecipeAlgorithm.from_recipe(recipe, plugin_manager)

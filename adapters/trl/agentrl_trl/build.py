@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
 
@@ -24,12 +24,15 @@ from agentrl_trl.recorder import RunRecorder
 from agentrl_trl.rollout import EpisodeRollout, GeneratorFactory
 from agentrl_trl.trainer import AgentGRPOTrainer
 
+if TYPE_CHECKING:
+    from agentrl_plugins.plugins import PluginManager
+
 FRAMEWORK = "trl"
 
 
 def agent_trainer(recipe: Recipe | str, model: Any, tokenizer: Any = None, args: Any = None, *,
                   run_dir: str | Path | RunDir | None = None, generator: GeneratorFactory | None = None,
-                  peft_config: Any = None, callbacks: Sequence[Any] = (), plugin_manager: Any = None,
+                  peft_config: Any = None, callbacks: Sequence[Any] = (), plugin_manager: PluginManager | None = None,
                   **open_settings: Any) -> AgentGRPOTrainer:
     """The GRPOTrainer that trains ``recipe``: its episodes, advantages, filtering, correction and loss.
 
