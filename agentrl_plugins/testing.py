@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shlex
 import signal
 import socket
 import struct
@@ -288,3 +289,18 @@ def full_disk_link(path: Path) -> Path:
         pytest.skip(f"no {FULL_DISK} here")
     path.symlink_to(FULL_DISK)
     return path
+
+
+def read_only_command(folder: Path, command: Sequence[str]) -> list[str]:
+    """``command`` run with ``folder`` mounted read-only (a bind mount in a user and mount namespace of its own, so
+    that it holds for root too); a test is skipped where this machine allows no such namespace."""
+    import pytest
+
+    mounted = shlex.join(["mount", "--bind", str(folder), str(folder)])
+    read_only = shlex.join(["mount", "-o", "remount,bind,ro", str(folder)])
+    script = f"{mounted} && {read_only} && exec {shlex.join(command)}"
+    wrapped = ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script]
+    probe = subprocess.run([*wrapped[:-1], f"{mounted} && {read_only}"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"no read-only bind mount here: {probe.stderr.strip()[-200:]}")
+    return wrapped

@@ -12,7 +12,7 @@ import torch
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.runs.journal import append_line
 from agentrl_plugins.runs.storage import storage_error, storage_errors_said
-from agentrl_plugins.testing import FULL_DISK, full_disk_link
+from agentrl_plugins.testing import FULL_DISK, full_disk_link, read_only_command
 
 
 @pytest.fixture
@@ -59,3 +59,27 @@ def test_inside_a_trainer_a_failed_write_is_said_and_raised_as_the_clear_error(f
     with pytest.raises(ValueError), storage_errors_said(tmp_path):
         raise ValueError("not a write")
     assert capsys.readouterr().err == ""
+
+
+APPEND = """
+import sys
+from pathlib import Path
+from agentrl_plugins.runs.journal import append_line
+from agentrl_plugins.runs.storage import storage_error
+try:
+    append_line(Path(sys.argv[1]), {"step": 0})
+except OSError as error:
+    print(storage_error(error))
+"""
+
+
+def test_a_read_only_folder_names_the_file_and_the_space_left(tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    target = folder / "metrics.jsonl"
+    done = subprocess.run(read_only_command(folder, [sys.executable, "-c", APPEND, str(target)]),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"could not write {target}: the file system is read-only (") and \
+        "MiB free of" in done.stdout
+    assert not target.exists()
