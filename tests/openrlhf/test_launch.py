@@ -8,20 +8,23 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from conftest import flags_of, parse_openrlhf_cli
 from typer.testing import CliRunner
 
-from agentrl_plugins.adapter import RunOptions
+from agentrl_plugins.adapter import LEAN_LOCAL_RAY_ENV, RunOptions
 from agentrl_plugins.cli import build_app
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.recipe import load_recipe
 from agentrl_plugins.runs.reaper import fate_shared
 
 from agentrl_openrlhf.adapter import OpenRLHFAdapter
+from agentrl_openrlhf.cluster import fit_cluster
 from agentrl_openrlhf.config import CLI_MODULE, RUNTIME_ENV_HOOK
 from agentrl_openrlhf.cpu import BACKEND_ENV, SHIMS
+from agentrl_openrlhf.cpu.launch import RESOURCES_ENV
 from agentrl_openrlhf.recipe_env import RECIPE_ENV, RUN_DIR_ENV
 from agentrl_openrlhf.shipped import AGENT_EXECUTOR
 from agentrl_tinyagent.model import build_model
@@ -239,6 +242,24 @@ def test_ranks_over_nodes_reach_openrlhf_and_a_running_cluster_keeps_its_resourc
     assert not {"RAY_OVERRIDE_RESOURCES", "RAY_prestart_worker_first_driver"} & set(env_of(command))
     args = parse_openrlhf_cli(flags_of(command), monkeypatch)
     assert (args.actor.num_nodes, args.actor.num_gpus_per_node) == (2, 2)
+
+
+def test_a_command_prepared_for_a_running_cluster_and_run_without_one_gets_the_local_clusters_settings(
+        tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(BACKEND_ENV, "cpu")
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+    prepared = dry_run(["deepswe_grpopp", "--ranks", "2"], tmp_path)
+    assert not {RESOURCES_ENV, *LEAN_LOCAL_RAY_ENV} & set(env_of(prepared)), "prepared for the running cluster"
+    monkeypatch.delenv("RAY_ADDRESS")
+    for name in (RESOURCES_ENV, *LEAN_LOCAL_RAY_ENV):  # unset now and again after the test: fit_cluster sets them
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+    monkeypatch.setattr(sys, "argv", ["train_ppo_ray.py", *flags_of(prepared)])
+    monkeypatch.setattr(sys.modules["__main__"], "__spec__", SimpleNamespace(name=CLI_MODULE))
+    fit_cluster()
+    assert json.loads(os.environ[RESOURCES_ENV]) == {"CPU": 8, "GPU": 3}, "two ranks and one engine, as it runs"
+    assert {name: os.environ[name] for name in LEAN_LOCAL_RAY_ENV} == LEAN_LOCAL_RAY_ENV
+    assert "no RAY_ADDRESS: OpenRLHF starts its own Ray cluster, with 3 GPU slot(s)" in capsys.readouterr().err
 
 
 def test_the_runtime_env_hook_carries_the_cpu_backends_variables_to_a_running_clusters_workers(monkeypatch):

@@ -14,6 +14,7 @@ import pytest
 from conftest import cpu_run_env
 from omegaconf import OmegaConf
 
+from agentrl_plugins.adapter import LEAN_LOCAL_RAY_ENV
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.runs.ray_cluster import join_cluster
 from agentrl_plugins.testing import local_ray_cluster
@@ -82,9 +83,17 @@ def test_the_clusters_resources_follow_ray_address_when_the_command_runs_not_whe
         monkeypatch, capsys, tmp_path):
     monkeypatch.setenv("VERL_PLATFORM", "cpu")
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    for name in LEAN_LOCAL_RAY_ENV:  # unset now and again after the test: fit_cluster sets them
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
     for_a_cluster = prepared_config(ranks=2)
     fit_cluster(for_a_cluster, {}, [])
-    assert OmegaConf.to_container(for_a_cluster.ray_kwargs.ray_init) == {"num_cpus": 16, "num_gpus": 2}
+    assert OmegaConf.to_container(for_a_cluster.ray_kwargs.ray_init) == {"num_cpus": 16, "num_gpus": 2,
+                                                                          "include_dashboard": False}
+    assert {name: os.environ[name] for name in LEAN_LOCAL_RAY_ENV} == LEAN_LOCAL_RAY_ENV
+    yours = prepared_config(ranks=2, include_dashboard=True)
+    fit_cluster(yours, {}, [])
+    assert yours.ray_kwargs.ray_init.include_dashboard is True, "the dashboard you asked for stays"
     assert "verl starts its own Ray cluster, with 2 GPU slot(s)" in capsys.readouterr().err
     words = ["+ray_kwargs.ray_init.num_gpus=1", "ray_kwargs.ray_init.num_cpus=16"]
     typed = {"ray_kwargs.ray_init.num_gpus": words[0], "ray_kwargs.ray_init.num_cpus": words[1]}

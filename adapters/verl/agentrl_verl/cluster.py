@@ -4,22 +4,23 @@ In ``main_ppo``'s driver, before ``run_ppo`` calls ``ray.init``: with ``RAY_ADDR
 local-cluster resources (``ray_init.num_cpus``/``num_gpus``, which Ray refuses with an address) are dropped and
 the cluster is checked (:func:`agentrl_plugins.runs.ray_cluster.join_cluster`: it answers, token authentication,
 a ``GPU`` slot per CPU rank); without it, a CPU command prepared for a running cluster gets the slots of the
-cluster verl starts. Each change is said on stderr.
+cluster verl starts (and its CPU settings: no dashboard, no idle workers). Each change is said on stderr.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Collection, Mapping
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from agentrl_plugins.adapter import ray_address
+from agentrl_plugins.adapter import lean_local_ray_env, ray_address
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.runs.ray_cluster import join_cluster
 
 from agentrl_verl import cpu
-from agentrl_verl.cpu.overrides import LOCAL_CLUSTER, local_cluster_resources
+from agentrl_verl.cpu.overrides import LOCAL_CLUSTER, NO_DASHBOARD, local_cluster_resources
 from agentrl_verl.recipe_file import select
 
 
@@ -51,6 +52,10 @@ def fit_cluster(config: DictConfig, typed: Mapping[str, str], prepared: Collecti
         join_cluster(str(address), "verl", slots, f"its {ranks} trainer rank(s)")
     elif cpu.requested() and select(config, keys[0]) is None:
         resources = {key.lstrip("+"): value for key, value in local_cluster_resources(ranks).items()}
+        dashboard = NO_DASHBOARD.lstrip("+")
+        if select(config, dashboard) is None:  # yours, where you set it
+            resources[dashboard] = False
+        os.environ.update(lean_local_ray_env())
         with open_dict(config):
             for key, value in resources.items():
                 OmegaConf.update(config, key, value, force_add=True)
