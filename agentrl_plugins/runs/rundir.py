@@ -84,8 +84,15 @@ class RunDir:
 
     @classmethod
     def default(cls, recipe: Recipe, framework: str, root: Path = Path("runs")) -> RunDir:
+        """``runs/RECIPE-FRAMEWORK-seedN-STAMP``, with ``-2``, ``-3``, ... when a run started in the same second
+        has the name."""
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-        return cls(root / f"{recipe.name}-{framework}-seed{recipe.train.seed}-{stamp}")
+        name = f"{recipe.name}-{framework}-seed{recipe.train.seed}-{stamp}"
+        path, count = root / name, 1
+        while path.exists():
+            count += 1
+            path = root / f"{name}-{count}"
+        return cls(path)
 
     recipe_file = property(lambda self: self.path / "recipe.toml")
     run_file = property(lambda self: self.path / "run.json")
@@ -96,7 +103,12 @@ class RunDir:
     report_file = property(lambda self: self.path / "report.md")
 
     def create(self, recipe: Recipe, framework: str, extra: dict[str, Any] | None = None) -> None:
-        """Write the resolved recipe, the seed and the package versions into a new folder."""
+        """Write the resolved recipe, the seed and the package versions into a new folder (or an empty one); a
+        folder that already holds a run is refused, naming ``--resume``: a fresh run never merges into it."""
+        held = [path.name for path in (self.run_file, self.metrics_file, self.checkpoints) if path.exists()]
+        if held:
+            raise AgentRLError(f"{self.path} already holds a run ({held[0]}): continue it with `agentrl run --resume "
+                               f"{self.path}`, or start the fresh run in another folder")
         self.path.mkdir(parents=True, exist_ok=True)
         write_recipe_file(self.recipe_file, recipe)
         self.run_file.write_text(json.dumps({

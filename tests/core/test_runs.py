@@ -40,6 +40,26 @@ def test_run_folder_round_trip(tmp_path):
         "is_capped_fraction", "entropy", "policy_tokens", "seconds", "rollout_seconds", "eval_seconds"}
 
 
+def test_a_fresh_run_never_merges_into_a_folder_that_holds_one(tmp_path, monkeypatch):
+    recipe = load_recipe("grpo", plugin_manager=MANAGER)
+    run = RunDir(tmp_path / "run")
+    run.create(recipe, "trl")
+    run.append_metrics(row(1, 0.5))
+    before = run.run_file.read_text()
+    with pytest.raises(AgentRLError, match=r"already holds a run \(run.json\): continue it with `agentrl run "
+                                           r"--resume .*run`, or start the fresh run in another folder"):
+        run.create(recipe, "verl")
+    assert run.run_file.read_text() == before and [r.step for r in run.read_metrics()] == [1], "nothing touched"
+    (tmp_path / "empty").mkdir()
+    RunDir(tmp_path / "empty").create(recipe, "trl")  # an empty folder is fine
+    monkeypatch.chdir(tmp_path)
+    first = RunDir.default(recipe, "trl")
+    first.create(recipe, "trl")
+    second = RunDir.default(recipe, "trl")
+    assert second.path != first.path and second.path.name.startswith(first.path.name.rsplit("-", 1)[0]), \
+        "a run started in the same second gets a folder of its own"
+
+
 def test_report_has_curves_and_a_table(tmp_path):
     recipe = load_recipe("grpo", plugin_manager=MANAGER)
     run, other = RunDir(tmp_path / "a"), RunDir(tmp_path / "b")
