@@ -110,11 +110,11 @@ def agentrl_register_recipes(register: Callable[[RecipeFile], None]) -> None:
 
 @hookspec
 def agentrl_register_experiments(register: Callable[[ExperimentFile], None]) -> None:
-    """Register experiment files (``agentrl compare experiment NAME``).
+    """Register experiment files (``agentrl experiment NAME``).
 
     - ``register``: call ``register(ExperimentFile(name, path, description))`` once per TOML experiment: its
       ``recipes``, the ``overrides`` every arm shares and its ``[[predictions]]`` (``claim``, ``figure``,
-      ``higher``, ``lower``), read by :func:`agentrl_plugins.compare.experiments.read_experiment`.
+      ``higher``, ``lower``), read by ``agentrl_plugins.compare.experiments.read_experiment``.
     """
 
 
