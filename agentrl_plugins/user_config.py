@@ -138,8 +138,11 @@ def origins(decided: Sequence[Decided], defaults: Mapping[str, Any], typed: Mapp
             project: Mapping[str, str], followers: Sequence[SettingChange] = ()) -> list[Setting]:
     """The origin table's rows: each decided setting (the recipe's), each default that follows one (the
     framework's), then each other setting typed on the command line: the project's where ``project`` names its
-    origin (a word of the prepared command), else the user's."""
-    rows = [Setting(s.name, s.value, RECIPE, defaults.get(s.name), s.source) for s in decided]
+    origin (a word of the prepared command), else the user's. A decided setting the user typed with the same value
+    says so."""
+    agreed = {s.name for s in decided if s.name in typed and s.name not in project and same(typed[s.name], s.value)}
+    rows = [Setting(s.name, s.value, RECIPE, defaults.get(s.name),
+                    f"{s.source}; your command sets the same" if s.name in agreed else s.source) for s in decided]
     rows += [Setting(f.name, f.value, FRAMEWORK, f.default, f.source) for f in followers]
     listed = {row.name for row in rows}
     rows += [Setting(name, value, project.get(name, USER), defaults.get(name),

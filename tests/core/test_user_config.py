@@ -69,6 +69,9 @@ def test_the_origin_table_names_the_recipe_the_user_and_the_project():
     table = settings_table(rows, "Config", "r")
     assert "3 recipe, 1 user, 1 project (CPU)" in table
     assert table.splitlines()[-2].split() == ["out", "'/runs'", "user", "'/tmp'", "your", "command"]
+    (agreed,) = [r for r in origins(DECIDED, defaults, {"steps": DECIDED[2].value}, {}) if r.name == "steps"]
+    assert agreed.origin == "recipe" and agreed.source.endswith("; your command sets the same"), \
+        "a value you typed that the recipe also sets is known to be yours"
 
 
 def test_values_compare_as_configuration_values():
