@@ -272,6 +272,7 @@ def test_ranks_over_nodes_reach_verl_and_a_running_cluster_gets_the_launch_varia
     assert (settings["trainer.nnodes"], settings["trainer.n_gpus_per_node"]) == ("1", "2")
     assert settings["+ray_kwargs.ray_init.num_gpus"] == "2", "verl's own local cluster gets a slot per rank"
     assert local.env["RAY_enable_worker_prestart"] == "0", "verl's own local cluster starts no idle workers"
+    assert not [key for key in settings if ".env_vars.RAY_" in key], "the cluster's settings, not its workers'"
     words = [word for word in local.command[3:] if not word.startswith("hydra.")]
     with initialize_config_module(config_module="verl.trainer.config", version_base=None):
         assert compose("ppo_trainer", overrides=words).ray_kwargs.ray_init.include_dashboard is False

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from agentrl_plugins.adapter import RunOptions, lean_local_ray_env, ray_address
+from agentrl_plugins.adapter import LEAN_LOCAL_RAY_ENV, RunOptions, lean_local_ray_env, ray_address
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.models import run_model
 from agentrl_plugins.recipe_schema import Recipe
@@ -118,7 +118,8 @@ def plan(recipe: Recipe, options: RunOptions, prepare: bool = False) -> Launch:
         env["TENSORBOARD_DIR"] = str(paths.run_dir / "tensorboard")
     if "wandb" in paths.loggers:
         env["WANDB_DIR"] = str(paths.run_dir)
-    overrides.update({f"{RUNTIME_ENV_VARS}.{key}": value for key, value in env.items()})
+    overrides.update({f"{RUNTIME_ENV_VARS}.{key}": value for key, value in env.items()
+                      if key not in LEAN_LOCAL_RAY_ENV})  # those are the local cluster's own, not its workers'
     return Launch(paths, env, command(overrides))
 
 
