@@ -12,11 +12,11 @@ from __future__ import annotations
 import os
 import sys
 
-from agentrl_plugins.adapter import lean_local_ray_env, ray_address
+from agentrl_plugins.adapter import ray_address
 from agentrl_plugins.runs.ray_cluster import join_cluster
 
 from agentrl_openrlhf.cpu import requested
-from agentrl_openrlhf.cpu.launch import RESOURCES_ENV, local_cluster_resources
+from agentrl_openrlhf.cpu.launch import RESOURCES_ENV, local_cluster_env
 from agentrl_openrlhf.own_flags import in_train_ppo_ray, run_cli
 
 
@@ -39,7 +39,7 @@ def fit_cluster() -> None:
         join_cluster(address, "OpenRLHF", ranks + engines,
                      f"its {ranks} trainer rank(s) and {engines} rollout engine(s)")
     else:
-        os.environ.update({**local_cluster_resources(ranks + engines), **lean_local_ray_env()})
+        os.environ.update(local_cluster_env(ranks + engines))
         print(f"agentrl: no RAY_ADDRESS: OpenRLHF starts its own Ray cluster, with {ranks + engines} GPU slot(s) for "
               "the CPU trainer ranks and rollout engines (the command was prepared for a running cluster)",
               file=sys.stderr, flush=True)

@@ -20,7 +20,7 @@ from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.runs.ray_cluster import join_cluster
 
 from agentrl_verl import cpu
-from agentrl_verl.cpu.overrides import LOCAL_CLUSTER, NO_DASHBOARD, local_cluster_resources
+from agentrl_verl.cpu.overrides import LOCAL_CLUSTER, NO_DASHBOARD, local_cluster_overrides
 from agentrl_verl.recipe_file import select
 
 
@@ -51,10 +51,8 @@ def fit_cluster(config: DictConfig, typed: Mapping[str, str], prepared: Collecti
         slots = ranks if cpu.requested() else 0
         join_cluster(str(address), "verl", slots, f"its {ranks} trainer rank(s)")
     elif cpu.requested() and select(config, keys[0]) is None:
-        resources = {key.lstrip("+"): value for key, value in local_cluster_resources(ranks).items()}
-        dashboard = NO_DASHBOARD.lstrip("+")
-        if select(config, dashboard) is None:  # yours, where you set it
-            resources[dashboard] = False
+        resources = {key.lstrip("+"): value for key, value in local_cluster_overrides(ranks).items()
+                     if key != NO_DASHBOARD or select(config, key.lstrip("+")) is None}  # a dashboard of yours stays
         os.environ.update(lean_local_ray_env())
         with open_dict(config):
             for key, value in resources.items():

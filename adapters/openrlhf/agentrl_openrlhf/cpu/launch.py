@@ -35,17 +35,18 @@ RESOURCES_ENV = "RAY_OVERRIDE_RESOURCES"
 """The resources of the local cluster ``ray.init`` starts (Ray ignores it when joining a running one)."""
 
 
-def local_cluster_resources(slots: int) -> dict[str, str]:
-    """:data:`RESOURCES_ENV` for a local cluster with ``slots`` fake GPUs (a trainer rank or rollout engine each)."""
-    return {RESOURCES_ENV: json.dumps({"CPU": RAY_CPUS, "GPU": slots})}
+def local_cluster_env(slots: int) -> dict[str, str]:
+    """The environment of the local cluster ``ray.init`` starts: :data:`RESOURCES_ENV` with ``slots`` fake GPUs (a
+    trainer rank or rollout engine each), and no idle workers started ahead of need
+    (:func:`~agentrl_plugins.adapter.lean_local_ray_env`)."""
+    return {RESOURCES_ENV: json.dumps({"CPU": RAY_CPUS, "GPU": slots}), **lean_local_ray_env()}
 
 
 def cpu_env(ranks: int = 1, on_cluster: bool = False) -> dict[str, str]:
     """Environment of the CPU launch. The local cluster ``train_ppo_ray`` starts gets a fake GPU per trainer rank
-    and rollout engine and starts no idle workers ahead of need (:func:`~agentrl_plugins.adapter.lean_local_ray_env`);
-    a running one (``on_cluster``, ``RAY_ADDRESS``) brings its own resources and settings. The shims go
-    before the user's own ``PYTHONPATH``, which is kept."""
-    resources = {} if on_cluster else {**local_cluster_resources(ranks + ROLLOUT_ENGINES), **lean_local_ray_env()}
+    and rollout engine (:func:`local_cluster_env`); a running one (``on_cluster``, ``RAY_ADDRESS``) brings its own
+    resources and settings. The shims go before the user's own ``PYTHONPATH``, which is kept."""
+    resources = {} if on_cluster else local_cluster_env(ranks + ROLLOUT_ENGINES)
     yours = os.environ.get("PYTHONPATH")
     path = {"PYTHONPATH": os.pathsep.join([WORKER_ENV["PYTHONPATH"], yours]) if yours else WORKER_ENV["PYTHONPATH"]}
     return {BACKEND_ENV: "cpu", **resources, **WORKER_ENV, **path}

@@ -22,9 +22,10 @@ NO_DASHBOARD = "+ray_kwargs.ray_init.include_dashboard"
 own, and Ray ignores the setting there)."""
 
 
-def local_cluster_resources(ranks: int) -> dict[str, int]:
-    """The overrides of :data:`LOCAL_CLUSTER`: a ``GPU`` slot per trainer rank, :data:`RAY_CPUS` CPU slots."""
-    return dict(zip(LOCAL_CLUSTER, (ranks, RAY_CPUS)))
+def local_cluster_overrides(ranks: int) -> dict[str, Any]:
+    """The ``ray.init`` overrides of the local cluster verl starts: :data:`LOCAL_CLUSTER`'s, a ``GPU`` slot per
+    trainer rank and :data:`RAY_CPUS` CPU slots, and :data:`NO_DASHBOARD`."""
+    return {**dict(zip(LOCAL_CLUSTER, (ranks, RAY_CPUS))), NO_DASHBOARD: False}
 
 
 def cpu_overrides(seed: int, ranks: int = 1, on_cluster: bool = False) -> dict[str, Any]:
@@ -37,7 +38,7 @@ def cpu_overrides(seed: int, ranks: int = 1, on_cluster: bool = False) -> dict[s
     With one update per step and no correction the recording trainer lets the update score the old policy in its own
     forward, as TRL does, instead of verl's separate pass (:mod:`agentrl_verl.verl_plugin.on_policy`)."""
     actor_rollout_ref = "actor_rollout_ref."
-    local_cluster = {} if on_cluster else {**local_cluster_resources(ranks), NO_DASHBOARD: False}
+    local_cluster = {} if on_cluster else local_cluster_overrides(ranks)
     return {
         "trainer.device": "cpu",
         **local_cluster,
