@@ -93,11 +93,6 @@ def read_experiment(name: str, path: Path) -> Experiment:
                       tuple(raw.get("overrides", ())), raw.get("trust_region_probe", False))
 
 
-def experiment_names(plugin_manager: PluginManager | None = None) -> list[str]:
-    """The registered experiments' names (``agentrl_register_experiments``)."""
-    return (plugin_manager or get_plugin_manager()).registry("experiment").names()
-
-
 def experiment(name: str, plugin_manager: PluginManager | None = None) -> Experiment:
     """The registered experiment ``name``, read from its file; an unknown name lists the close ones."""
     record = (plugin_manager or get_plugin_manager()).get("experiment", name)

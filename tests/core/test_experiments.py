@@ -9,7 +9,6 @@ from agentrl_plugins.compare.experiments import (
     Prediction,
     Verdict,
     experiment,
-    experiment_names,
     experiment_section,
     probe_verdict,
     read_experiment,
@@ -18,12 +17,13 @@ from agentrl_plugins.compare.experiments import (
 from agentrl_plugins.compare.learning import Arm, ArmResult, check_budgets, plan_arms
 from agentrl_plugins.compare.trust_region import probe_rows
 from agentrl_plugins.errors import RecipeError, UnknownNameError
+from agentrl_plugins.plugins import get_plugin_manager
 from agentrl_plugins.runs.metrics import StepMetrics
 from agentrl_plugins.runs.rundir import RunDir
 
 
 def test_the_shipped_experiments_are_registered_from_their_files():
-    assert experiment_names() == ["credit", "objectives"]
+    assert get_plugin_manager().registry("experiment").names() == ["credit", "objectives"]
     chosen = experiment("credit")
     assert chosen.recipes == ("grpo", "gigpo", "potential_shaping") and len(chosen.predictions) == 2
     assert chosen.predictions[1] == Prediction("shaping on public tests may raise hardcode_tests", "hacked_fraction",
