@@ -8,6 +8,11 @@ request carries its own seed, derived as the Hugging Face sampler derives it (:c
 seed, the prompt and how often it was asked), so the same run draws the same tokens whatever else is in the batch,
 where the engine is deterministic (vLLM's per-request seeds are; a different engine build or kernel may not be).
 vLLM itself is imported only by whoever builds the engine.
+
+vLLM's CPU build cannot serve a seeded request whose prompt is split across engine steps (a chunked prefill: it
+rewinds the request's generator by an offset only CUDA generators have, "CPU Generator does not use offset"), so on
+a CPU each engine call takes only as many requests as the engine prefills in one step (:func:`engine_calls`), and a
+prompt longer than one step's budget is refused by name.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.hf_sampler import RequestSeeds
 from agentrl_plugins.types import Generation, Sampling
 
@@ -39,6 +45,45 @@ def generation_of(output: Any) -> Generation:
     return Generation(token_ids, values, "length" if completion.finish_reason == "length" else "stop")
 
 
+@dataclass(frozen=True)
+class StepBudget:
+    """What a vLLM engine prefills in one step: at most ``requests`` sequences and ``tokens`` prompt tokens."""
+
+    requests: int
+    tokens: int
+
+
+def engine_calls(prompt_lengths: Sequence[int], budget: StepBudget | None) -> list[range]:
+    """The requests (by position) each engine call takes so that no prompt is split across steps; ``None``: one
+    call for all."""
+    if budget is None:
+        return [range(len(prompt_lengths))] if prompt_lengths else []
+    calls: list[range] = []
+    start, tokens = 0, 0
+    for index, length in enumerate(prompt_lengths):
+        if length > budget.tokens:
+            raise AgentRLError(f"a prompt of {length} tokens does not fit one step of vLLM's CPU engine "
+                               f"(max_num_batched_tokens={budget.tokens}), whose seeded sampling fails on a prompt "
+                               f"split across steps: raise the engine's max_num_batched_tokens to the recipe's "
+                               f"rollout.max_context_tokens, or lower that")
+        if index > start and (tokens + length > budget.tokens or index - start == budget.requests):
+            calls.append(range(start, index))
+            start, tokens = index, 0
+        tokens += length
+    calls.append(range(start, len(prompt_lengths)))
+    return calls
+
+
+def step_budget(llm: Any) -> StepBudget | None:
+    """The one-step prefill budget of ``llm`` on vLLM's CPU build; ``None`` elsewhere (no limit needed)."""
+    from vllm.platforms import current_platform
+
+    if not current_platform.is_cpu():
+        return None
+    scheduler = llm.llm_engine.vllm_config.scheduler_config
+    return StepBudget(scheduler.max_num_seqs, scheduler.max_num_batched_tokens)
+
+
 class VLLMGenerator:
     """``generate`` for the episode runner on ``llm``, a vLLM ``LLM`` (offline engine), stopping on ``eos_token_id``."""
 
@@ -47,6 +92,7 @@ class VLLMGenerator:
         self.seeds = RequestSeeds(seed)
         self._pending: list[_Pending] = []
         self._worker: asyncio.Task[None] | None = None
+        self.budget = step_budget(llm)
 
     async def __call__(self, token_ids: list[int], sampling: Sampling) -> Generation:
         if not token_ids:
@@ -74,7 +120,15 @@ class VLLMGenerator:
                     request.future.set_result(output)
 
     def generate_batch(self, requests: Sequence[_Pending]) -> list[Generation]:
-        """One engine call for ``requests``, in their order."""
+        """The engine's generations for ``requests``, in their order (as few engine calls as :func:`engine_calls`
+        allows)."""
+        generations: list[Generation] = []
+        for call in engine_calls([len(r.token_ids) for r in requests], self.budget):
+            generations.extend(self.engine_call([requests[i] for i in call]))
+        return generations
+
+    def engine_call(self, requests: Sequence[_Pending]) -> list[Generation]:
+        """One engine ``generate`` for ``requests``, in their order."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 

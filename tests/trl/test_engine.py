@@ -111,3 +111,25 @@ def test_a_trl_run_on_trls_engine_measures_its_mismatch_and_syncs_the_learners_w
     assert (stale - before).abs().mean() < (stale - moved).abs().mean() / 3, "the engine held the old weights"
     assert (served - moved).abs().mean() < (served - before).abs().mean() / 3, "after the sync it serves the new"
     assert (served - moved).abs().max() < 0.1, "to bfloat16's precision, the tied output layer included"
+
+
+def test_more_prompt_tokens_than_one_engine_step_draw_what_each_prompt_draws_alone(engine, tokenizer):
+    """vLLM's CPU build fails a seeded request whose prefill is split across steps: the generator's calls fit one
+    step each, and a request draws the same tokens in a crowd as alone."""
+    import asyncio
+
+    from agentrl_plugins.types import Sampling
+
+    budget = VLLMGenerator(engine, tokenizer.eos_token_id).budget
+    assert budget is not None and 32 * 300 > budget.tokens, "the crowd below needs more than one step"
+    prompts = [[5 + (j * 7 + i) % 200 for j in range(300 + i)] for i in range(32)]
+    sampling = Sampling(1.0, 1.0, 0, 8)
+
+    async def draw(batch):
+        generator = VLLMGenerator(engine, tokenizer.eos_token_id, seed=7)
+        return await asyncio.gather(*(generator(prompt, sampling) for prompt in batch))
+
+    crowd = asyncio.run(draw(prompts))
+    alone = [asyncio.run(draw([prompt]))[0] for prompt in prompts[::8]]
+    assert len(crowd) == 32 and all(g.token_ids for g in crowd)
+    assert [g.token_ids for g in crowd[::8]] == [g.token_ids for g in alone]
