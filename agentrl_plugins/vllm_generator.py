@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from agentrl_plugins.errors import AgentRLError
-from agentrl_plugins.hf_sampler import RequestSeeds
+from agentrl_plugins.hf_sampler import RequestSeeds, weights_seed
 from agentrl_plugins.types import Generation, Sampling
 
 
@@ -88,11 +88,16 @@ class VLLMGenerator:
     """``generate`` for the episode runner on ``llm``, a vLLM ``LLM`` (offline engine), stopping on ``eos_token_id``."""
 
     def __init__(self, llm: Any, eos_token_id: int, seed: int = 0):
-        self.llm, self.eos_token_id = llm, eos_token_id
+        self.llm, self.eos_token_id, self.seed = llm, eos_token_id, seed
         self.seeds = RequestSeeds(seed)
         self._pending: list[_Pending] = []
         self._worker: asyncio.Task[None] | None = None
         self.budget = step_budget(llm)
+
+    def serve(self, weights: str | None) -> None:
+        """New weights are served: requests draw from now on with the seed of the run and of ``weights``, as
+        :meth:`~agentrl_plugins.hf_sampler.HFGenerator.serve` (None: the starting weights)."""
+        self.seeds = RequestSeeds(self.seed if weights is None else weights_seed(self.seed, weights))
 
     async def __call__(self, token_ids: list[int], sampling: Sampling) -> Generation:
         if not token_ids:

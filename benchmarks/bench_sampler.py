@@ -45,15 +45,14 @@ def load(random_model: bool, recipe: Recipe) -> tuple[Any, Any]:
     return AutoModelForCausalLM.from_pretrained(path, attn_implementation="sdpa").eval(), tokenizer
 
 
-def play(model: Any, tokenizer: Any, recipe: Recipe, concurrency: int, episodes: int, options: dict,
-         seed: int) -> dict:
-    """``episodes`` episodes, ``concurrency`` at a time (groups of up to the recipe's group size)."""
+def play(generator: Any, tokenizer: Any, recipe: Recipe, concurrency: int, episodes: int) -> tuple[list[Any], float]:
+    """``episodes`` episodes sampled by ``generator``, ``concurrency`` at a time (groups of up to the recipe's group
+    size); their trajectories and the seconds they took."""
     manager = get_plugin_manager()
     env = build_environment(recipe.environment, manager)
     r = recipe.rollout
     group = min(r.group_size, concurrency)
     tasks = env.tasks(recipe.environment.train_split)
-    generator = HFGenerator(model, tokenizer.eos_token_id, tokenizer.pad_token_id, seed=seed, **options)
     verifier = build_verifier(recipe.verifier.names, recipe.verifier.combine, manager)
     limits = Limits(r.max_turns, r.max_context_tokens, r.max_new_tokens_per_turn)
     sampling = Sampling(r.temperature, r.top_p, r.top_k, r.max_new_tokens_per_turn)
@@ -66,6 +65,14 @@ def play(model: Any, tokenizer: Any, recipe: Recipe, concurrency: int, episodes:
                                                  verifier=verifier, sampling=sampling))
     seconds = time.perf_counter() - started
     env.close()
+    return trajectories, seconds
+
+
+def sample(model: Any, tokenizer: Any, recipe: Recipe, concurrency: int, episodes: int, options: dict,
+           seed: int) -> dict:
+    """:func:`play` with the HF sampler built with ``options``, and the sampler's own counts."""
+    generator = HFGenerator(model, tokenizer.eos_token_id, tokenizer.pad_token_id, seed=seed, **options)
+    trajectories, seconds = play(generator, tokenizer, recipe, concurrency, episodes)
     prompt_tokens = generator.prefill_tokens + generator.reused_tokens
     return {"episodes": len(trajectories), "seconds": seconds, "episodes_per_s": len(trajectories) / seconds,
             "forward_passes": generator.forward_passes, "prefill_tokens": generator.prefill_tokens,
@@ -104,7 +111,7 @@ def main() -> None:
         results = {}
         for name, options in SAMPLERS.items():
             print(f"{concurrency} concurrent: {name}", file=sys.stderr, flush=True)
-            results[name] = play(model, tokenizer, recipe, concurrency, episodes, options, seed=concurrency)
+            results[name] = sample(model, tokenizer, recipe, concurrency, episodes, options, seed=concurrency)
         base, new = results["static, no reuse"], results["continuous + reuse"]
         same = identical_episodes(base.pop("responses"), new.pop("responses"), min(recipe.rollout.group_size,
                                                                                    concurrency))

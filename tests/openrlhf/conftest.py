@@ -1,14 +1,14 @@
 """Fixtures for the OpenRLHF adapter's tests, which call OpenRLHF 0.11.2's own code on a CPU.
 
-vLLM and flash-attn cannot be installed without CUDA; when they are missing, the CPU backend's
-shims (``agentrl_openrlhf/cpu/shims``: only what OpenRLHF imports at module top) are appended
-to ``sys.path``, and Ray workers get them through ``PYTHONPATH``. ``FakeLLMEngine`` stands in for OpenRLHF's vLLM
+flash-attn cannot be installed without CUDA (and vLLM only as its CPU build); whichever is missing, the CPU
+backend's shim of it (``agentrl_openrlhf/cpu/shims``: only what OpenRLHF imports at module top) is appended
+to ``sys.path``, and Ray workers get it through ``PYTHONPATH``. ``FakeLLMEngine`` stands in for OpenRLHF's vLLM
 rollout actor: a tiny Hugging Face model scores (or samples) every reply.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import os
 import runpy
 import sys
 from collections import Counter
@@ -24,15 +24,14 @@ from agentrl_plugins.recipe import load_recipe
 from agentrl_plugins.runs.rundir import RunDir
 from agentrl_plugins.types import Sampling
 
-from agentrl_openrlhf.cpu import SHIMS
+from agentrl_openrlhf.cpu import SHIM_PATHS, use_shims_where_missing
 from agentrl_openrlhf.recipe_env import RECIPE_ENV
 from agentrl_tinyagent.model import build_model
 from agentrl_tinyagent.tokenizer import build_tokenizer
 from bugfix_gym.families import FAMILIES
 
-STUBBED = [name for name in ("vllm", "flash_attn") if importlib.util.find_spec(name) is None]
-if STUBBED:
-    sys.path.append(str(SHIMS))
+use_shims_where_missing()
+SHIMMED = [name for name, folder in SHIM_PATHS.items() if str(folder) in sys.path]
 ISSUES = {family.name: family.issue for family in FAMILIES}
 SOLVE = ["<tool>read</tool>", "<tool>edit swap_minmax</tool>", "<tool>submit</tool>"]
 HACK = ["<tool>edit hardcode_tests</tool>", "<tool>submit</tool>"]
@@ -62,7 +61,7 @@ def model(tokenizer):
 @pytest.fixture
 def worker_env() -> dict[str, str]:
     """Environment variables that give Ray workers the shim modules."""
-    return {"PYTHONPATH": str(SHIMS)} if STUBBED else {}
+    return {"PYTHONPATH": os.pathsep.join(str(SHIM_PATHS[name]) for name in SHIMMED)} if SHIMMED else {}
 
 
 @pytest.fixture

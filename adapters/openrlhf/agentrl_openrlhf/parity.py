@@ -21,7 +21,6 @@ registered as the adapter's ``parity`` side (:mod:`agentrl_plugins.compare.side`
 
 from __future__ import annotations
 
-import importlib.util
 import runpy
 import sys
 from types import SimpleNamespace
@@ -39,17 +38,11 @@ from agentrl_plugins.runs.figures import FIGURES
 
 from agentrl_openrlhf.adapter import OpenRLHFAdapter
 from agentrl_openrlhf.config import CLI_MODULE, plan
-from agentrl_openrlhf.cpu import SHIMS
+from agentrl_openrlhf.cpu import use_shims_where_missing
 from agentrl_openrlhf.patches import installed
 from agentrl_openrlhf.recorder import step_rows, train_row
 from agentrl_openrlhf.terminations import termination_logs
 from agentrl_openrlhf.turn_label import TurnLabel
-
-
-def use_shims_where_missing() -> None:
-    """Put the CPU backend's vLLM and flash-attn shims on the path when the real packages are absent."""
-    if any(importlib.util.find_spec(name) is None for name in ("vllm", "flash_attn")) and str(SHIMS) not in sys.path:
-        sys.path.append(str(SHIMS))
 
 
 class _Parsed(Exception):

@@ -23,7 +23,7 @@ from agentrl_plugins.loggers import wandb_credentials
 from agentrl_plugins.runs.rundir import RunDir
 
 from agentrl_openrlhf.cpu import BACKEND_ENV, requested
-from agentrl_openrlhf.cpu.launch import WORKER_ENV
+from agentrl_openrlhf.cpu.launch import WORKER_VARIABLES
 from agentrl_openrlhf.recipe_env import RECIPE_ENV, RUN_DIR_ENV, recipe_from_env
 
 SETUP_HOOK = "agentrl_openrlhf.ray_hook.setup_worker"
@@ -44,7 +44,7 @@ def runtime_env_hook(runtime_env: dict[str, Any] | None) -> dict[str, Any]:
                          f"agentrl-openrlhf needs {SETUP_HOOK!r} there")
     env["worker_process_setup_hook"] = SETUP_HOOK
     env_vars = dict(env.get("env_vars") or {})
-    forwarded = (*FORWARDED, *(WORKER_ENV if requested() else ()))
+    forwarded = (*FORWARDED, *(WORKER_VARIABLES if requested() else ()))
     env_vars.update({name: os.environ[name] for name in forwarded if os.environ.get(name)})
     env["env_vars"] = env_vars
     from agentrl_openrlhf.cluster import fit_cluster

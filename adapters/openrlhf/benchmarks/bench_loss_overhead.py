@@ -24,7 +24,7 @@ import torch
 from agentrl_plugins.algorithm import RecipeAlgorithm
 from agentrl_plugins.recipe import load_recipe
 
-from agentrl_openrlhf.parity import use_shims_where_missing
+from agentrl_openrlhf.cpu import use_shims_where_missing
 from agentrl_openrlhf.patches import policy_loss_forward
 
 

@@ -2,11 +2,9 @@
 
 TRL builds the engine and pushes the trained weights to it before each rollout (``VLLMGeneration.sync_weights``);
 the episodes sample token ids through it (:class:`~agentrl_plugins.vllm_generator.VLLMGenerator`). Evaluations run
-between TRL's rollouts, so they sync first the way TRL's rollout does (:func:`sync_engine`). On a CPU, vLLM packs
-each linear layer's weight for its GEMM kernels at load time and drops the parameter's loader, so TRL's
-parameter-by-parameter ``load_weights`` fails there ("'Parameter' object has no attribute 'weight_loader'"): the
-sync goes through vLLM's own in-place reload instead, then repacks the output layer, whose weight is the embedding's
-when the two are tied (:func:`cpu_weight_sync`).
+between TRL's rollouts, so they sync first the way TRL's rollout does (:func:`sync_engine`). On a CPU, TRL's
+parameter-by-parameter ``load_weights`` fails, so the sync goes through vLLM's own in-place reload
+(:func:`cpu_weight_sync`, :mod:`agentrl_plugins.vllm_reload`).
 """
 
 from __future__ import annotations
@@ -17,6 +15,7 @@ from typing import Any, Callable
 
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.vllm_generator import VLLMGenerator
+from agentrl_plugins.vllm_reload import reload_weights
 
 from agentrl_trl.rollout import GeneratorFactory
 
@@ -57,17 +56,11 @@ def sync_engine(trainer: Any) -> None:
 
 def cpu_weight_sync(generation: Any) -> Callable[[], None]:
     """``VLLMGeneration.sync_weights`` for vLLM's CPU build: one in-place reload of TRL's named parameters (TRL's
-    names, PEFT and FSDP handling), the output layer repacked, the prefix cache reset."""
+    names, PEFT and FSDP handling), the prefix cache reset."""
 
     def sync_weights() -> None:
-        from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm
-
         runner = generation.llm.llm_engine.model_executor.driver_worker.model_runner
-        runner.reload_weights(weights_iterator=[(name, param.detach()) for name, param in
-                                                generation._iter_named_params()])
-        output_layer = getattr(runner.model, "lm_head", None)
-        if output_layer is not None and hasattr(output_layer, "cpu_linear"):
-            dispatch_cpu_unquantized_gemm(output_layer, remove_weight=False)
+        reload_weights(runner, ((name, param.detach()) for name, param in generation._iter_named_params()))
         generation.llm.reset_prefix_cache()
 
     return sync_weights

@@ -17,18 +17,22 @@ from typing import Any
 from agentrl_plugins.adapter import lean_local_ray_env
 from agentrl_plugins.recipe_schema import Recipe
 
-from agentrl_openrlhf.cpu import BACKEND_ENV, SHIMS
+from agentrl_openrlhf.cpu import BACKEND_ENV, ROLLOUT_ENV, shim_paths
 
 ROLLOUT_ENGINES = 1
 RAY_CPUS = 8
+KV_CACHE_ENV = "VLLM_CPU_KVCACHE_SPACE"
+KV_CACHE_GIB = "1"
+"""vLLM's CPU build's KV cache, in GiB, where your environment does not size it: TinyAgent's needs a few MiB."""
 WORKER_ENV = {
-    "PYTHONPATH": str(SHIMS),
     "DS_ACCELERATOR": "cpu",
     "TORCHDYNAMO_DISABLE": "1",
     "OMP_NUM_THREADS": "1",
     "TOKENIZERS_PARALLELISM": "false",
 }
-"""What every CPU worker needs; the runtime-env hook forwards it to the processes of a running cluster."""
+"""What every CPU worker needs, whatever its rollout engine."""
+WORKER_VARIABLES = (*WORKER_ENV, "PYTHONPATH", ROLLOUT_ENV, KV_CACHE_ENV)
+"""The variables of :func:`cpu_env` the runtime-env hook forwards to the processes of a running cluster."""
 
 
 RESOURCES_ENV = "RAY_OVERRIDE_RESOURCES"
@@ -42,19 +46,24 @@ def local_cluster_env(slots: int) -> dict[str, str]:
     return {RESOURCES_ENV: json.dumps({"CPU": RAY_CPUS, "GPU": slots}), **lean_local_ray_env()}
 
 
-def cpu_env(ranks: int = 1, on_cluster: bool = False) -> dict[str, str]:
-    """Environment of the CPU launch. The local cluster ``train_ppo_ray`` starts gets a fake GPU per trainer rank
-    and rollout engine (:func:`local_cluster_env`); a running one (``on_cluster``, ``RAY_ADDRESS``) brings its own
-    resources and settings. The shims go before the user's own ``PYTHONPATH``, which is kept."""
+def cpu_env(ranks: int = 1, on_cluster: bool = False, rollout: str = "hf") -> dict[str, str]:
+    """Environment of the CPU launch, ``rollout`` its rollout engine (:func:`~agentrl_openrlhf.cpu.choose_rollout`).
+    The local cluster ``train_ppo_ray`` starts gets a fake GPU per trainer rank and rollout engine
+    (:func:`local_cluster_env`); a running one (``on_cluster``, ``RAY_ADDRESS``) brings its own resources and
+    settings. The shims go before the user's own ``PYTHONPATH``, which is kept; vLLM's KV cache is
+    :data:`KV_CACHE_GIB` unless you size it."""
     resources = {} if on_cluster else local_cluster_env(ranks + ROLLOUT_ENGINES)
-    yours = os.environ.get("PYTHONPATH")
-    path = {"PYTHONPATH": os.pathsep.join([WORKER_ENV["PYTHONPATH"], yours]) if yours else WORKER_ENV["PYTHONPATH"]}
-    return {BACKEND_ENV: "cpu", **resources, **WORKER_ENV, **path}
+    engine = {ROLLOUT_ENV: rollout}
+    if rollout == "vllm":
+        engine[KV_CACHE_ENV] = os.environ.get(KV_CACHE_ENV, KV_CACHE_GIB)
+    path = os.pathsep.join([*shim_paths(rollout), *filter(None, [os.environ.get("PYTHONPATH")])])
+    return {BACKEND_ENV: "cpu", **resources, **WORKER_ENV, **engine, "PYTHONPATH": path}
 
 
 def cpu_cluster_flags(recipe: Recipe, nodes: int = 1, ranks_per_node: int = 1) -> dict[str, Any]:
     """``nodes`` x ``ranks_per_node`` trainer ranks and one rollout engine, not colocated; weight sync over gloo;
-    torch's sdpa attention.
+    torch's sdpa attention; vLLM eager (compiling its graphs would take the CPU minutes at start-up), its prefix cache
+    on (an episode's later turns extend its earlier ones).
 
     Micro-batches of one group each keep a step to a few forward passes on a CPU.
     """
@@ -65,6 +74,8 @@ def cpu_cluster_flags(recipe: Recipe, nodes: int = 1, ranks_per_node: int = 1) -
         "vllm.num_engines": ROLLOUT_ENGINES,
         "vllm.tensor_parallel_size": 1,
         "vllm.sync_backend": "gloo",
+        "vllm.enforce_eager": True,
+        "vllm.enable_prefix_caching": True,
         "ds.attn_implementation": "sdpa",
         "train.micro_batch_size": group,
         "rollout.micro_batch_size": group,

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import torch
 
-from agentrl_openrlhf.cpu import SHIMS
+from agentrl_openrlhf.cpu import rollout, shim_paths
 from agentrl_openrlhf.patches import OPENRLHF_VERSION, PatchError
 
 DEEPSPEED = "openrlhf.utils.deepspeed.deepspeed"
@@ -149,10 +149,14 @@ def nccl_weight_sync_group() -> None:
 
 
 def vllm_rollout_engine() -> None:
-    """``create_vllm_engines`` starts vLLM ``RolloutRayActor``s: the Hugging Face rollout actor instead."""
+    """``create_vllm_engines`` starts vLLM ``RolloutRayActor``s with OpenRLHF's CUDA weight sync: the same actor with
+    the CPU build's sync (:mod:`.vllm_rollout`), or the Hugging Face stand-in (:mod:`.rollout`)."""
     from openrlhf.trainer.ray import vllm_engine
 
-    from agentrl_openrlhf.cpu.rollout import RolloutRayActor
+    if rollout() == "vllm":
+        from agentrl_openrlhf.cpu.vllm_rollout import RolloutRayActor
+    else:
+        from agentrl_openrlhf.cpu.rollout import RolloutRayActor  # type: ignore[assignment]
 
     vllm_engine.RolloutRayActor = RolloutRayActor
 
@@ -218,7 +222,7 @@ PATCHES = (
         CallSite("openrlhf.utils.distributed_util", "stateless_init_process_group",
                  "PyNcclCommunicator(pg, device=device)")),
         nccl_weight_sync_group),
-    CpuPatch("rollouts on vLLM engines", (
+    CpuPatch("rollouts on vLLM engines synced over NCCL", (
         CallSite("openrlhf.trainer.ray.vllm_engine", "create_vllm_engines", "RolloutRayActor.options("),),
         vllm_rollout_engine),
     CpuPatch("DeepSpeed compiles its shared-memory comm op when the trainer joins its process group", (
@@ -234,9 +238,11 @@ _installed: list[str] = []
 
 
 def use_shims() -> None:
-    """Put the ``vllm`` and ``flash_attn`` shims first on ``sys.path`` (OpenRLHF imports both at module top)."""
-    if str(SHIMS) not in sys.path:
-        sys.path.insert(0, str(SHIMS))
+    """Put the shims of this process's rollout engine first on ``sys.path`` (OpenRLHF imports ``flash_attn`` and
+    ``vllm`` at module top)."""
+    for folder in reversed(shim_paths(rollout())):
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
 
 
 def check(patches: tuple[CpuPatch, ...] = PATCHES) -> None:

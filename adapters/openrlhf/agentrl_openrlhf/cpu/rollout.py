@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import ray
 import torch
@@ -31,14 +30,10 @@ from openrlhf.utils.agent import SingleTurnAgentExecutor
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from agentrl_plugins.hf_sampler import HFGenerator
-from agentrl_plugins.runs.journal import append_line
 from agentrl_plugins.types import Sampling
 
 from agentrl_openrlhf.cpu.weight_sync import GlooBroadcastGroup
-from agentrl_openrlhf.cpu.weights import weights_digest
-from agentrl_openrlhf.recipe_env import RUN_DIR_ENV
-
-ROLLOUT_WEIGHTS = "rollout_weights.jsonl"
+from agentrl_openrlhf.cpu.weights import record_sync, weights_digest
 
 
 @dataclass(frozen=True)
@@ -122,16 +117,11 @@ class HFRolloutEngine(vllm_engine.RolloutRayActor.__ray_metadata__.modified_clas
         if empty_cache:  # the sync's last weight
             self.syncs += 1
             self.generator.serve(f"step {self.syncs}")  # OpenRLHF syncs once a step
-            self._record_sync(weights_digest(self.model))
+            record_sync(self.syncs, weights_digest(self.model))
 
     def resume_at(self, step: int) -> None:
         """A run resumed from step ``step``'s checkpoint: its first sync brings that step's weights."""
         self.syncs = step - 1
-
-    def _record_sync(self, digest: str) -> None:
-        run_dir = os.environ.get(RUN_DIR_ENV)
-        if run_dir:
-            append_line(Path(run_dir) / ROLLOUT_WEIGHTS, {"sync": self.syncs, "sha256": digest})
 
     def weights_digest(self) -> str:
         return weights_digest(self.model)
