@@ -136,7 +136,7 @@ def test_the_cpu_backend_command_keeps_openrlhf_cli_and_adds_its_environment(tmp
     assert json.loads(env["RAY_OVERRIDE_RESOURCES"]) == {"CPU": 8, "GPU": 2}, "one trainer rank and one engine"
     args = parse_openrlhf_cli(flags_of(command), monkeypatch)
     assert not args.train.colocate_all and not args.vllm.enable_sleep and args.vllm.sync_backend == "gloo"
-    assert args.vllm.enforce_eager and args.vllm.enable_prefix_caching, "no graph compile on a CPU; turns share a prefix"
+    assert args.vllm.enforce_eager and args.vllm.enable_prefix_caching, "no graph compile; turns share a prefix"
     assert args.ds.attn_implementation == "sdpa" and not args.ds.packing_samples
     assert (args.actor.num_gpus_per_node, args.vllm.num_engines) == (1, 1)
     assert args.train.micro_batch_size == load_recipe("deepswe_grpopp", profile="laptop").rollout.group_size
