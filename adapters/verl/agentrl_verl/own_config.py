@@ -130,7 +130,7 @@ def reconcile_config(config: DictConfig, recipe: Recipe, typed: Collection[str] 
 
 def project_origins(recipe: Recipe, typed: dict[str, str], prepared: Collection[str]) -> dict[str, str]:
     """The typed settings whose word is the prepared command's: the CPU backend's choices and the launch's."""
-    cpu = {key.lstrip("+") for key in cpu_overrides(recipe.train.seed)}
+    cpu = {key.lstrip("+") for key in cpu_overrides(recipe.train.seed, rollout="vllm")}
     return {key: CPU if key in cpu else LAUNCH for key, word in typed.items() if word in prepared}
 
 

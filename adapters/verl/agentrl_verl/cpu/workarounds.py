@@ -223,6 +223,24 @@ def log_probs_reduce_one_row_at_a_time(module: str) -> bool:
     return wrap_function(module, name, wrap)
 
 
+def vllm_server_loads_weights_with_cuda_loaders(module: str) -> bool:
+    """``workers/rollout/vllm_rollout/vllm_async_server.py`` starts vLLM with verl's worker extension, which loads
+    each bucket of a weight sync with the loaders vLLM's CPU build drops: name the CPU build's extension
+    (:mod:`agentrl_verl.cpu.vllm_worker`), which loads the whole sync through vLLM's in-place reload."""
+    from agentrl_verl.cpu.vllm_worker import PATH
+
+    if not still_present("vllm_server_loads_weights_with_cuda_loaders", module,
+                         'return "verl.workers.rollout.vllm_rollout.utils.vLLMColocateWorkerExtension"'):
+        return False
+    server = attribute(module, "vLLMHttpServer")
+
+    def _get_worker_extension_cls(self: Any) -> str:
+        return PATH
+
+    server._get_worker_extension_cls = _get_worker_extension_cls
+    return True
+
+
 WORKAROUNDS: dict[Callable[[str], bool], str] = {
     process_group_backend_names_cpu_twice: "verl.utils.distributed",
     fsdp2_offload_policy_pins_memory: "verl.workers.engine.fsdp.transformer_impl",
@@ -231,6 +249,7 @@ WORKAROUNDS: dict[Callable[[str], bool], str] = {
     rollout_class_lookup_is_a_private_dict: "verl.workers.rollout.base",
     replay_buffer_polls_every_two_seconds: "verl.trainer.ppo.v1.replay_buffer",
     log_probs_reduce_one_row_at_a_time: "verl.utils.torch_functional",
+    vllm_server_loads_weights_with_cuda_loaders: "verl.workers.rollout.vllm_rollout.vllm_async_server",
 }
 """Each workaround and the verl module it changes (its target, applied once the module is imported)."""
 
