@@ -199,7 +199,7 @@ def test_a_launch_writes_the_run_folder_dataset_and_model_then_runs_main_ppo(tmp
     monkeypatch.setenv("AGENTRL_CACHE", str(tmp_path / "cache"))
     shutil.copytree(model_dir, model_path(0))  # TinyAgent's cached warm start (built with TRL, not here)
     launched: list = []
-    monkeypatch.setattr(launch.subprocess, "Popen", fake_main_ppo(launched))
+    monkeypatch.setattr(launch, "subprocess", SimpleNamespace(Popen=fake_main_ppo(launched)))
     recipe = load_recipe("deepswe_grpopp", {"train.steps": 2}, "laptop")
     run_dir = launch.launch(recipe, RunOptions(run_dir=tmp_path / "run"))
     (trainer,) = launched
@@ -215,7 +215,7 @@ def test_a_launch_writes_the_run_folder_dataset_and_model_then_runs_main_ppo(tmp
 
 
 def test_a_main_ppo_that_leaves_no_report_is_an_error(tmp_path, monkeypatch, model_dir):
-    monkeypatch.setattr(launch.subprocess, "Popen", fake_main_ppo([], report=False))
+    monkeypatch.setattr(launch, "subprocess", SimpleNamespace(Popen=fake_main_ppo([], report=False)))
     with pytest.raises(AgentRLError, match="without agentrl's report"):
         launch.launch(load_recipe("deepswe_grpopp", {"train.steps": 2}, "laptop"),
                       RunOptions(run_dir=tmp_path / "run", model=str(model_dir)))
@@ -224,7 +224,7 @@ def test_a_main_ppo_that_leaves_no_report_is_an_error(tmp_path, monkeypatch, mod
 def test_a_failed_registration_check_beside_the_start_up_stops_main_ppo_and_is_raised(tmp_path, monkeypatch,
                                                                                         model_dir):
     launched: list = []
-    monkeypatch.setattr(launch.subprocess, "Popen", fake_main_ppo(launched, report=False))
+    monkeypatch.setattr(launch, "subprocess", SimpleNamespace(Popen=fake_main_ppo(launched, report=False)))
     monkeypatch.setenv("VERL_USE_EXTERNAL_PLUGINS", "none")  # verl's switch that keeps agentrl's plugin out
     with pytest.raises(RegistrationError, match="VERL_USE_EXTERNAL_PLUGINS"):
         launch.launch(load_recipe("deepswe_grpopp", {"train.steps": 2}, "laptop"),
@@ -245,7 +245,7 @@ def test_a_launch_names_its_run_folder_once_even_when_the_clock_ticks(tmp_path, 
     monkeypatch.setattr(RunDir, "default", classmethod(lambda cls, recipe, framework, root=Path("runs"):
                                                        cls(tmp_path / f"run-at-second-{next(ticks)}")))
     launched: list = []
-    monkeypatch.setattr(launch.subprocess, "Popen", fake_main_ppo(launched))
+    monkeypatch.setattr(launch, "subprocess", SimpleNamespace(Popen=fake_main_ppo(launched)))
     run_dir = launch.launch(load_recipe("deepswe_grpopp", {"train.steps": 2}, "laptop"),
                             RunOptions(model=str(model_dir)))
     settings = dict(word.split("=", 1) for word in launched[0].cmd[3:])
