@@ -22,6 +22,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -66,6 +67,15 @@ def run_as_a_user(tmp_path: Path, run: RunDir, overrides: dict, *options: str, o
     return train
 
 
+def assert_the_engine_holds_the_trained_weights(run: RunDir, initial: Any) -> None:
+    """After each of the two steps' syncs the rollout engine recorded what it received; after the last, exactly the
+    trained weights, which moved off the start."""
+    syncs = [json.loads(line) for line in (run.path / "rollout_weights.jsonl").read_text().splitlines()]
+    trained = AutoModelForCausalLM.from_pretrained(run.final_weights, dtype=torch.float32)
+    assert [s["sync"] for s in syncs] == [1, 2]
+    assert syncs[-1]["sha256"] == weights_digest(trained) != weights_digest(initial.to(torch.bfloat16))
+
+
 def test_two_real_openrlhf_steps_on_the_cpu_backend(tmp_path, tokenizer):
     initial = build_model(tokenizer, seed=0)
     initial.save_pretrained(tmp_path / "model")
@@ -74,11 +84,7 @@ def test_two_real_openrlhf_steps_on_the_cpu_backend(tmp_path, tokenizer):
     train = run_as_a_user(tmp_path, run, OVERRIDES, "--report-to", "tensorboard,wandb",
                           own_flag="--logger.wandb.run_name mine")
 
-    syncs = [json.loads(line) for line in (run.path / "rollout_weights.jsonl").read_text().splitlines()]
-    trained = AutoModelForCausalLM.from_pretrained(run.final_weights, dtype=torch.float32)
-    assert [s["sync"] for s in syncs] == [1, 2]
-    assert syncs[-1]["sha256"] == weights_digest(trained) != weights_digest(initial.to(torch.bfloat16)), \
-        "after the last sync the rollout actor holds exactly the trained weights, which moved off the start"
+    assert_the_engine_holds_the_trained_weights(run, initial)
 
     steps = [json.loads(line) for line in (run.path / STEPS_FILE).read_text().splitlines()]
     assert [s["step"] for s in steps] == [1, 2] and all(s["episodes"] == 8 for s in steps)
@@ -131,11 +137,7 @@ def test_two_real_openrlhf_steps_on_openrlhfs_own_engine_on_vllms_cpu_build(tmp_
     assert "AGENTRL_OPENRLHF_ROLLOUT=vllm" in train and "vllm-stand-in" not in train
     assert "--vllm.enforce_eager" in train and "--vllm.enable_prefix_caching" in train
 
-    syncs = [json.loads(line) for line in (run.path / "rollout_weights.jsonl").read_text().splitlines()]
-    trained = AutoModelForCausalLM.from_pretrained(run.final_weights, dtype=torch.float32)
-    assert [s["sync"] for s in syncs] == [1, 2]
-    assert syncs[-1]["sha256"] == weights_digest(trained) != weights_digest(initial.to(torch.bfloat16)), \
-        "the engine received exactly the trained weights, which moved off the start"
+    assert_the_engine_holds_the_trained_weights(run, initial)
     steps = [json.loads(line) for line in (run.path / STEPS_FILE).read_text().splitlines()]
     assert [s["step"] for s in steps] == [1, 2] and all(s["episodes"] == 8 for s in steps)
     rows = run.read_metrics()
