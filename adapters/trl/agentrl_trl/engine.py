@@ -4,7 +4,7 @@ TRL builds the engine and pushes the trained weights to it before each rollout (
 the episodes sample token ids through it (:class:`~agentrl_plugins.vllm_generator.VLLMGenerator`). Evaluations run
 between TRL's rollouts, so they sync first the way TRL's rollout does (:func:`sync_engine`). On a CPU, TRL's
 parameter-by-parameter ``load_weights`` fails, so the sync goes through vLLM's own in-place reload
-(:func:`cpu_weight_sync`, :mod:`agentrl_plugins.vllm_reload`).
+(:func:`cpu_weight_sync`, :mod:`agentrl_plugins.vllm_cpu`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import sys
 from typing import Any, Callable
 
 from agentrl_plugins.errors import AgentRLError
+from agentrl_plugins.vllm_cpu import reload_weights
 from agentrl_plugins.vllm_generator import VLLMGenerator
-from agentrl_plugins.vllm_reload import reload_weights
 
 from agentrl_trl.rollout import GeneratorFactory
 

@@ -24,11 +24,11 @@ from agentrl_plugins.models import run_model
 from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.runs.reaper import fate_shared
 from agentrl_plugins.runs.rundir import RunDir
+from agentrl_plugins.vllm_cpu import KV_CACHE_ENV, kv_cache_env
 
 from agentrl_verl import cpu
 from agentrl_verl.config import LaunchPaths, check_engine, command, hydra_overrides, run_paths
 from agentrl_verl.cpu.overrides import cpu_overrides
-from agentrl_verl.cpu.vllm_version import KV_CACHE_ENV, kv_cache_env
 from agentrl_verl.dataset import write_dataset
 from agentrl_verl.final_weights import latest_checkpoint_step
 from agentrl_verl.registration import check_registration

@@ -16,14 +16,12 @@ from typing import Any
 
 from agentrl_plugins.adapter import lean_local_ray_env
 from agentrl_plugins.recipe_schema import Recipe
+from agentrl_plugins.vllm_cpu import KV_CACHE_ENV, kv_cache_env
 
 from agentrl_openrlhf.cpu import BACKEND_ENV, ROLLOUT_ENV, shim_paths
 
 ROLLOUT_ENGINES = 1
 RAY_CPUS = 8
-KV_CACHE_ENV = "VLLM_CPU_KVCACHE_SPACE"
-KV_CACHE_GIB = "1"
-"""vLLM's CPU build's KV cache, in GiB, where your environment does not size it: TinyAgent's needs a few MiB."""
 WORKER_ENV = {
     "DS_ACCELERATOR": "cpu",
     "TORCHDYNAMO_DISABLE": "1",
@@ -51,11 +49,9 @@ def cpu_env(ranks: int = 1, on_cluster: bool = False, rollout: str = "hf") -> di
     The local cluster ``train_ppo_ray`` starts gets a fake GPU per trainer rank and rollout engine
     (:func:`local_cluster_env`); a running one (``on_cluster``, ``RAY_ADDRESS``) brings its own resources and
     settings. The shims go before the user's own ``PYTHONPATH``, which is kept; vLLM's KV cache is
-    :data:`KV_CACHE_GIB` unless you size it."""
+    :func:`~agentrl_plugins.vllm_cpu.kv_cache_env`'s unless you size it."""
     resources = {} if on_cluster else local_cluster_env(ranks + ROLLOUT_ENGINES)
-    engine = {ROLLOUT_ENV: rollout}
-    if rollout == "vllm":
-        engine[KV_CACHE_ENV] = os.environ.get(KV_CACHE_ENV, KV_CACHE_GIB)
+    engine = {ROLLOUT_ENV: rollout, **(kv_cache_env() if rollout == "vllm" else {})}
     path = os.pathsep.join([*shim_paths(rollout), *filter(None, [os.environ.get("PYTHONPATH")])])
     return {BACKEND_ENV: "cpu", **resources, **WORKER_ENV, **engine, "PYTHONPATH": path}
 

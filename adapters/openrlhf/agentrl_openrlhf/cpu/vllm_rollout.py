@@ -4,7 +4,7 @@
 ``generate_responses`` and agent executor) with one change: the vLLM worker extension. OpenRLHF's ``WorkerWrap``
 receives each weight into a CUDA tensor over NCCL and loads it on its own, neither of which a CPU has;
 :class:`CpuWorkerExtension` receives each one over the gloo group of :mod:`.weight_sync`, holds them until the sync's
-last weight, then loads them all through vLLM's in-place reload (:mod:`agentrl_plugins.vllm_reload`) and resets the
+last weight, then loads them all through vLLM's in-place reload (:mod:`agentrl_plugins.vllm_cpu`) and resets the
 prefix cache, so no cached turn outlives the weights it was computed with. After each sync it appends the digest of
 the weights it received to ``rollout_weights.jsonl`` in the run folder, as the stand-in engine does. vLLM samples
 each request from its engine's generator (OpenRLHF seeds the engine, ``seed + i``): which tokens a run draws
@@ -19,7 +19,7 @@ import ray
 import torch
 from openrlhf.trainer.ray import vllm_engine
 
-from agentrl_plugins.vllm_reload import reload_weights
+from agentrl_plugins.vllm_cpu import reload_weights
 
 from agentrl_openrlhf.cpu.weight_sync import GlooBroadcastGroup
 from agentrl_openrlhf.cpu.weights import record_sync, tensors_digest

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.metadata as metadata
-import os
 import re
 import sys
 from typing import Any, Iterable
@@ -59,13 +58,3 @@ def install() -> None:
     installed, or a distribution ``vllm`` is)."""
     if not any(isinstance(finder, CpuBuildFinder) for finder in sys.meta_path):
         sys.meta_path.append(CpuBuildFinder())
-
-
-KV_CACHE_ENV = "VLLM_CPU_KVCACHE_SPACE"
-KV_CACHE_GIB = "1"
-"""vLLM's CPU build's KV cache, in GiB, where your environment does not size it: TinyAgent's needs a few MiB."""
-
-
-def kv_cache_env() -> dict[str, str]:
-    """The KV cache size of a CPU run's vLLM servers: yours where set, else :data:`KV_CACHE_GIB`."""
-    return {KV_CACHE_ENV: os.environ.get(KV_CACHE_ENV, KV_CACHE_GIB)}

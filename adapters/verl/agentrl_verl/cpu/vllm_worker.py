@@ -5,7 +5,7 @@ packs every linear layer for its kernels at load time and drops the parameters' 
 ("'Parameter' object has no attribute 'weight_loader'"). :class:`CpuWorkerExtension` receives the buckets through
 verl's own receiver (shared memory, as verl chooses where CUDA IPC is unavailable), keeps a copy of each weight
 (the receiver reuses its buffer), and loads them all at the sync's end through the core's
-:func:`~agentrl_plugins.vllm_reload.reload_weights`. The launch names it (``cpu/workarounds.py``).
+:func:`~agentrl_plugins.vllm_cpu.reload_weights`. The launch names it (``cpu/workarounds.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import torch
 from verl.workers.rollout.vllm_rollout.bucketed_weight_transfer import BucketedWeightReceiver
 from verl.workers.rollout.vllm_rollout.utils import vLLMColocateWorkerExtension
 
-from agentrl_plugins.vllm_reload import reload_weights
+from agentrl_plugins.vllm_cpu import reload_weights
 
 PATH = "agentrl_verl.cpu.vllm_worker.CpuWorkerExtension"
 
