@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Mapping, Protocol, Sequence
 
-from agentrl_plugins.errors import AgentRLError
+from agentrl_plugins.errors import AgentRLError, RecipeError
 from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.user_config import Decided
 
@@ -158,6 +158,33 @@ def turn_reward_rows(recipe: Recipe, setting: str, status: MappingStatus,
     return [ComponentMapping("turn_reward.name", section.name, setting, status, note),
             *_parameter_rows("turn_reward", section, ("turn reward", section.name),
                              TURN_REWARD_PARAMETERS, used, setting, status)]
+
+
+def distillation_rows(recipe: Recipe, setting: str, status: MappingStatus,
+                      framework: str | None = None) -> list[ComponentMapping]:
+    """The rows of the ``distillation`` section: the episode service scores each episode with the teacher and the
+    advantage step at ``setting`` adds the signal, with ``status``. With ``framework`` given, that framework does
+    not carry the signal yet and a recipe that names a teacher is refused, saying where it runs."""
+    section = recipe.distillation
+    if framework is not None and section.enabled:
+        raise RecipeError(f"{recipe.name}: distillation.teacher = {section.teacher!r}: on-policy distillation runs in "
+                          f"TRL (agentrl run {recipe.name} --framework trl); {framework} does not carry the teacher's "
+                          "per-token signal into its advantages yet")
+    if not section.enabled:
+        return [ComponentMapping(f"distillation.{key}", getattr(section, key), "-", "native",
+                                 "no teacher" if key == "teacher" else "unused without distillation.teacher")
+                for key in ("teacher", "divergence", "coef", "task_reward")]
+    where = "the episode service (the teacher in the rollout process, batched across episodes)"
+    return [
+        ComponentMapping("distillation.teacher", section.teacher, where, "injected",
+                         "scores every response token in the student's own token ids"),
+        ComponentMapping("distillation.divergence", section.divergence, setting, status,
+                         "-coef * (log p_sampler - log p_teacher) per policy token, added to its advantage"),
+        ComponentMapping("distillation.coef", section.coef, setting, status),
+        ComponentMapping("distillation.task_reward", section.task_reward, setting, status,
+                         "the estimator's advantages kept beside the signal" if section.task_reward
+                         else "the estimator's advantages dropped: the teacher's signal alone"),
+    ]
 
 
 def _parameter_rows(section: str, values: Any, component: tuple[str, str], keys: Sequence[str],

@@ -20,7 +20,8 @@ from torch import Tensor
 
 from agentrl_plugins.algorithms.aggregation import aggregate_loss
 from agentrl_plugins.algorithms.corrections import CorrectionResult
-from agentrl_plugins.algorithms.credit import CreditInputs, TurnBatch, turn_values_to_tokens
+from agentrl_plugins.algorithms.credit import CreditInputs, TurnBatch, TurnRows, turn_values_to_tokens
+from agentrl_plugins.algorithms.distillation import dense_advantages
 from agentrl_plugins.algorithms.filtering import compact_filter
 from agentrl_plugins.algorithms.policy_loss import PolicyLossInputs, PolicyLossResult
 from agentrl_plugins.errors import AgentRLError, RecipeError
@@ -169,6 +170,36 @@ class RecipeAlgorithm:
         valid = self.valid(terminations)
         return Advantages(estimated_advantages(self.estimator, self.level, self.recipe.advantage.estimator,
                                                self.recipe.advantage, rewards, group_ids, valid, batch), valid)
+
+    @property
+    def distills(self) -> bool:
+        """Whether the recipe names a distillation teacher."""
+        return self.recipe.distillation.enabled
+
+    @property
+    def needs_turns(self) -> bool:
+        """Whether the advantage step needs each row's turn record: a turn- or token-level estimator's turns, or
+        distillation's per-token values."""
+        return self.level != "trajectory" or self.distills
+
+    def distilled(self, advantages: Advantages, rows: TurnRows) -> Advantages:
+        """``advantages`` with each row's per-token values (distillation's signal, carried by its turn record)
+        added on its policy tokens, as [B, T]; the estimator's own part stays only with
+        ``distillation.task_reward``. Filtered rows get 0. Unchanged without distillation."""
+        if not self.distills:
+            return advantages
+        width = rows.response_mask.size(1)
+        task = advantages.per_token(width)
+        missing = [row for row, (values, spans) in enumerate(zip(rows.token_values, rows.turn_spans, strict=True))
+                   if not values and any(end > start for start, end in spans)]
+        if missing or len(rows.token_values) != task.size(0):
+            raise AgentRLError(f"distillation: rows {missing[:5] or list(range(task.size(0)))[:5]} carry no teacher "
+                               "signal (their episodes were not scored by the teacher: an episode service without "
+                               "distillation.teacher played them)")
+        dense = dense_advantages(rows.token_values, rows.turn_spans, task)
+        kept = advantages.valid.to(task.device)[:, None].to(task.dtype)
+        own = task if self.recipe.distillation.task_reward else torch.zeros_like(task)
+        return Advantages(own + dense * kept, advantages.valid)
 
     def advantage_params(self) -> dict[str, float]:
         """The recipe's ``advantage.gamma``/``step_weight`` that the estimator takes, by name."""

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 from agentrl_plugins.algorithm import RecipeAlgorithm
+from agentrl_plugins.algorithms.distillation import reverse_kl_signal
 from agentrl_plugins.chat import ChatCodec
 from agentrl_plugins.environment import (
     EnvironmentSuite,
@@ -46,6 +47,9 @@ class EpisodeService:
     closed: bool = False
     gateway: Any = None
     """The OpenAI-compatible gateway an agent-program environment's episodes call (started on first use)."""
+    teacher: Any = None
+    """The distillation teacher (:class:`~agentrl_plugins.teacher.BatchingTeacher`, loaded on first use)."""
+    plugin_manager: Any = None
 
     @classmethod
     def from_recipe(cls, recipe: Recipe, plugin_manager: PluginManager | None = None,
@@ -67,7 +71,7 @@ class EpisodeService:
             close_environment(env)
             raise
         return cls(recipe, env, verifier, algorithm, plugin_manager.hook, {task.id: task for task in env.tasks()},
-                   settings.name, turn_reward)
+                   settings.name, turn_reward, plugin_manager=plugin_manager)
 
     def split(self, name: str) -> list[Task]:
         """The tasks of split ``name`` (``environment.train_split`` or ``eval_split``), in the environment's order."""
@@ -102,20 +106,39 @@ class EpisodeService:
                    limits: Limits | None = None, group_id: int = 0, policy_version: int = 0,
                    codec: ChatCodec | None = None) -> Trajectory:
         """One episode of ``task`` through the core runner (or, for an agent-program environment, its program
-        through the gateway), scored by the verifier, announced to the hooks."""
+        through the gateway), scored by the verifier (and by the distillation teacher, where the recipe names
+        one), announced to the hooks."""
+        hooks = None if self.algorithm.distills else self.hooks  # announced once the teacher has scored it
         if is_agent_program(self.env):
             from agentrl_plugins.gateway import Gateway, play_agent_program
 
             if self.gateway is None:
                 self.gateway = Gateway().start()
-            return await play_agent_program(
+            trajectory = await play_agent_program(
                 self.gateway, self.env, task, generate, tokenizer, limits or self.limits(),  # type: ignore[arg-type]
                 sampling or self.sampling(), verifier=self.verifier, group_id=group_id,
-                policy_version=policy_version, hooks=self.hooks)
-        return await run_episode(self.env, task, generate, tokenizer, limits or self.limits(),
-                                 verifier=self.verifier, sampling=sampling or self.sampling(), group_id=group_id,
-                                 policy_version=policy_version, codec=codec, hooks=self.hooks,
-                                 turn_reward=self.turn_reward)
+                policy_version=policy_version, hooks=hooks)
+        else:
+            trajectory = await run_episode(self.env, task, generate, tokenizer, limits or self.limits(),
+                                           verifier=self.verifier, sampling=sampling or self.sampling(),
+                                           group_id=group_id, policy_version=policy_version, codec=codec,
+                                           hooks=hooks, turn_reward=self.turn_reward)
+        if self.algorithm.distills:
+            await self.distill(trajectory, tokenizer)
+            if self.hooks is not None:
+                self.hooks.agentrl_episode_end(trajectory=trajectory)
+        return trajectory
+
+    async def distill(self, trajectory: Trajectory, tokenizer: Any) -> None:
+        """The teacher's log-probs and the distillation signal on ``trajectory`` and each of its segments (each
+        scored on the tokens its sampler saw)."""
+        if self.teacher is None:
+            self.teacher = load_teacher(self.recipe, tokenizer, self.plugin_manager)
+        settings = self.recipe.distillation
+        for part in (trajectory, *trajectory.segments):
+            part.teacher_logprobs = await self.teacher.score(part)
+            part.token_advantages = reverse_kl_signal(part.logprobs, part.teacher_logprobs, part.response_mask,
+                                                      settings.coef)
 
     def keeps(self, trajectory: Trajectory) -> bool:
         """Whether ``trajectory`` keeps its loss tokens after the recipe's compact filtering."""
@@ -128,6 +151,19 @@ class EpisodeService:
             if self.gateway is not None:
                 self.gateway.stop()
             close_environment(self.env)
+
+
+def load_teacher(recipe: Recipe, tokenizer: Any, plugin_manager: PluginManager | None = None) -> Any:
+    """The recipe's distillation teacher in this process, batched across episodes, checked against the student's
+    ``tokenizer``."""
+    from agentrl_plugins.models import resolve_model
+    from agentrl_plugins.teacher import BatchingTeacher, Teacher
+
+    folder = resolve_model(recipe.distillation.teacher, seed=recipe.train.seed, prepare=True,
+                           plugin_manager=plugin_manager)
+    teacher = Teacher(folder)
+    teacher.check_vocabulary(tokenizer)
+    return BatchingTeacher(teacher)
 
 
 def check_enough_tasks(recipe: Recipe, env: EnvironmentSuite) -> None:

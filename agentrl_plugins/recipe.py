@@ -181,6 +181,7 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "correction.cap": (lambda v: _finite(v) and v > 0, "finite and > 0"),
     "correction.low": (lambda v: _finite(v) and v > 0, "finite and > 0"),
     "correction.high": (_finite, "finite"),
+    "distillation.coef": (lambda v: _finite(v) and v > 0, "finite and > 0"),
     "mismatch.min_pearson": (lambda v: _finite(v) and -1 <= v <= 1, "in [-1, 1]"),
     "rollout.tasks_per_step": (_at_least_one, "at least 1"),
     "rollout.temperature": (lambda v: _finite(v) and v >= 0, "finite and >= 0"),
@@ -220,6 +221,9 @@ def _check_semantics(recipe: Recipe, origin: str) -> None:
                               f"{did_you_mean(reason, TERMINATION_REASONS)}")
     if recipe.loss.aggregation == "seq-mean-token-sum-norm" and recipe.loss.norm_constant is None:
         raise RecipeError(f"{origin}: loss.aggregation 'seq-mean-token-sum-norm' needs loss.norm_constant")
+    if not recipe.distillation.task_reward and not recipe.distillation.enabled:
+        raise RecipeError(f"{origin}: distillation.task_reward = false trains on the teacher's signal alone, and "
+                          "distillation.teacher names no teacher (a registered model or a local model folder)")
     if recipe.rollout.group_size < 2:
         raise RecipeError(f"{origin}: rollout.group_size must be at least 2 for a group baseline")
     if recipe.train.lora and (recipe.train.lora_rank < 1 or recipe.train.lora_alpha < 1):

@@ -69,6 +69,23 @@ class TurnRewardSection:
 
 
 @dataclass
+class DistillationSection:
+    """On-policy distillation: a teacher scores every token the student sampled, and each policy token's advantage
+    gains ``-coef * (log p_sampler - log p_teacher)`` (the per-token reverse KL, k1, as the Tinker cookbook's
+    on-policy distillation adds it). ``teacher`` is a registered model or a local Hugging Face folder ("" is off);
+    ``task_reward`` keeps the estimator's advantages from the task reward beside it (false: distillation alone)."""
+
+    teacher: str = ""
+    divergence: Literal["reverse_kl"] = "reverse_kl"
+    coef: float = 1.0
+    task_reward: bool = True
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.teacher)
+
+
+@dataclass
 class FilteringSection:
     compact: bool = False
     reasons: list[str] = field(default_factory=lambda: ["max_context", "max_turns", "timeout"])
@@ -135,6 +152,7 @@ SECTIONS: dict[str, type] = {
     "correction": CorrectionSection,
     "mismatch": MismatchSection,
     "turn_reward": TurnRewardSection,
+    "distillation": DistillationSection,
     "filtering": FilteringSection,
     "rollout": RolloutSection,
     "optim": OptimSection,
@@ -155,6 +173,7 @@ class Recipe:
     correction: CorrectionSection = field(default_factory=CorrectionSection)
     mismatch: MismatchSection = field(default_factory=MismatchSection)
     turn_reward: TurnRewardSection = field(default_factory=TurnRewardSection)
+    distillation: DistillationSection = field(default_factory=DistillationSection)
     filtering: FilteringSection = field(default_factory=FilteringSection)
     rollout: RolloutSection = field(default_factory=RolloutSection)
     optim: OptimSection = field(default_factory=OptimSection)

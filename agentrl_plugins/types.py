@@ -117,6 +117,11 @@ class Trajectory:
     """One entry per policy turn, aligned with ``turn_spans``."""
     initial_signals: Mapping[str, float] = field(default_factory=dict)
     """The signals of the state the episode started from (the session's ``initial_signals``)."""
+    teacher_logprobs: list[float] = field(default_factory=list)
+    """The distillation teacher's log-prob of each response token in its context (empty without a teacher)."""
+    token_advantages: list[float] = field(default_factory=list)
+    """Per response token, a term the core adds to the estimator's advantage (distillation's
+    :func:`~agentrl_plugins.algorithms.distillation.reverse_kl_signal`; 0 off the policy's tokens); empty: none."""
     segments: list[Trajectory] = field(default_factory=list)
     """An agent program's later segments: where its conversation stopped extending the tokens sampled before
     (an edited or summarised history), the episode goes on in a new sequence, each trained on the tokens its

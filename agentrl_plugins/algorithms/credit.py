@@ -34,25 +34,32 @@ class TurnRecord:
 
     turns: tuple[TurnOutcome, ...]
     spans: tuple[tuple[int, int], ...]
+    token_values: tuple[float, ...] = ()
+    """The trajectory's :attr:`~agentrl_plugins.types.Trajectory.token_advantages` on its policy tokens, in span
+    order (empty: none)."""
 
     @classmethod
     def of(cls, trajectory: Trajectory, offset: int = 0) -> TurnRecord:
         """``trajectory``'s turns, with each span moved by ``offset`` tokens."""
-        return cls(tuple(trajectory.turns), tuple((start + offset, end + offset)
-                                                  for start, end in trajectory.turn_spans))
+        values = trajectory.token_advantages
+        spans = trajectory.turn_spans
+        return cls(tuple(trajectory.turns), tuple((start + offset, end + offset) for start, end in spans),
+                   tuple(values[index] for start, end in spans for index in range(start, end)) if values else ())
 
     def as_fields(self) -> dict[str, Any]:
         """Plain lists and dicts, for a framework that stores per-row extras as such (verl's ``extra_fields``)."""
         return {"spans": [list(span) for span in self.spans],
                 "turns": [{"state": t.state, "next_state": t.next_state, "reward": t.reward, "signals": dict(t.signals)}
-                          for t in self.turns]}
+                          for t in self.turns],
+                "token_values": list(self.token_values)}
 
     @classmethod
     def from_fields(cls, fields: Mapping[str, Any]) -> TurnRecord:
         """The record :meth:`as_fields` gave, with list-valued state keys (a serialised tuple) hashable again."""
         return cls(tuple(TurnOutcome(_hashable(t["state"]), _hashable(t["next_state"]), t["reward"],
                                      dict(t["signals"])) for t in fields["turns"]),
-                   tuple((int(start), int(end)) for start, end in fields["spans"]))
+                   tuple((int(start), int(end)) for start, end in fields["spans"]),
+                   tuple(float(value) for value in fields.get("token_values", ())))
 
     def covers(self, mask: Sequence[float]) -> bool:
         """Whether the spans are exactly the 1s of ``mask`` (the row's policy tokens, in the same coordinates)."""
@@ -85,12 +92,14 @@ class TurnRows:
     response_mask: Tensor
     turns: tuple[tuple[TurnOutcome, ...], ...]
     turn_spans: tuple[tuple[tuple[int, int], ...], ...]
+    token_values: tuple[tuple[float, ...], ...] = ()
 
     @classmethod
     def of(cls, records: Sequence[TurnRecord], response_mask: Tensor) -> TurnRows:
         if len(records) != response_mask.size(0):
             raise ValueError(f"{len(records)} turn records for {response_mask.size(0)} rows")
-        return cls(response_mask, tuple(r.turns for r in records), tuple(r.spans for r in records))
+        return cls(response_mask, tuple(r.turns for r in records), tuple(r.spans for r in records),
+                   tuple(r.token_values for r in records))
 
 
 @dataclass(frozen=True)

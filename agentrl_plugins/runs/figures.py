@@ -26,7 +26,7 @@ def loss_token_mean(values: Tensor, mask: Tensor) -> float | None:
     return float((values * (mask > 0)).sum().item() / count) if count else None
 
 
-EPISODE_FIGURES = ("success_tokens", "failure_tokens", "redundant_per_success", "drift_per_episode")
+EPISODE_FIGURES = ("success_tokens", "failure_tokens", "redundant_per_success", "drift_per_episode", "teacher_kl")
 """The ``metrics.jsonl`` figures of a step's training episodes taken one by one (:func:`episode_figures`)."""
 
 
@@ -35,17 +35,30 @@ class EpisodeCounts:
     """What one training episode adds to its step's episode figures: whether it is an honest success (passed,
     not hacked), its policy tokens (all it sampled, in every segment, filtered or not) and its turns flagged
     :data:`~agentrl_plugins.types.REDUNDANT_SIGNAL` (0 where the environment flags none), and the times an agent
-    program's conversation stopped extending the sampled tokens (``drift``: its segments after the first)."""
+    program's conversation stopped extending the sampled tokens (``drift``: its segments after the first), and,
+    where a distillation teacher scored it, the sum over its policy tokens of ``log p_sampler - log p_teacher``
+    (``teacher_gap``) and how many tokens that sums (``teacher_tokens``)."""
 
     passed: bool
     policy_tokens: int
     redundant: int
     drift: int = 0
+    teacher_gap: float = 0.0
+    teacher_tokens: int = 0
 
     @classmethod
     def of(cls, trajectory: Trajectory) -> EpisodeCounts:
-        return cls(honest_pass(trajectory.verdict), trajectory.policy_tokens + sum(
-            part.policy_tokens for part in trajectory.segments), redundant_turns(trajectory), len(trajectory.segments))
+        parts = (trajectory, *trajectory.segments)
+        scored = [part for part in parts if part.teacher_logprobs]
+        return cls(honest_pass(trajectory.verdict), sum(part.policy_tokens for part in parts),
+                   redundant_turns(trajectory), len(trajectory.segments),
+                   sum(teacher_gap(part) for part in scored), sum(part.policy_tokens for part in scored))
+
+
+def teacher_gap(trajectory: Trajectory) -> float:
+    """The sum of ``log p_sampler - log p_teacher`` over the policy tokens of a trajectory the teacher scored."""
+    return sum(s - t for s, t, m in zip(trajectory.logprobs, trajectory.teacher_logprobs, trajectory.response_mask)
+               if m)
 
 
 def redundant_turns(trajectory: Trajectory) -> int:
@@ -54,10 +67,13 @@ def redundant_turns(trajectory: Trajectory) -> int:
 
 def episode_figures(episodes: Sequence[EpisodeCounts]) -> dict[str, float | None]:
     """The mean policy tokens of the successes and of the failures, the mean redundant turns per success (each None
-    without such an episode), and the mean drift per episode (None without episodes)."""
+    without such an episode), the mean drift per episode (None without episodes), and the distillation teacher's
+    reverse KL estimate, the mean ``log p_sampler - log p_teacher`` over the scored policy tokens (None without)."""
     successes = [e for e in episodes if e.passed]
     failures = [e for e in episodes if not e.passed]
+    scored = sum(e.teacher_tokens for e in episodes)
     return {"success_tokens": fmean(e.policy_tokens for e in successes) if successes else None,
             "failure_tokens": fmean(e.policy_tokens for e in failures) if failures else None,
             "redundant_per_success": fmean(e.redundant for e in successes) if successes else None,
-            "drift_per_episode": fmean(e.drift for e in episodes) if episodes else None}
+            "drift_per_episode": fmean(e.drift for e in episodes) if episodes else None,
+            "teacher_kl": sum(e.teacher_gap for e in episodes) / scored if scored else None}

@@ -33,6 +33,7 @@ from agentrl_plugins.adapter import (
     advantage_parameter_rows,
     correction_parameter_rows,
     decided_settings,
+    distillation_rows,
     ray_address,
     turn_reward_rows,
 )
@@ -308,6 +309,7 @@ def mappings(recipe: Recipe) -> list[ComponentMapping]:
         row("verifier.combine", recipe.verifier.combine, "AgentExecutor", "injected",
             "how several verifiers' rewards combine"),
         *turn_reward_rows(recipe, "AgentExecutor", "injected"),
+        *distillation_rows(recipe, "-", "injected", framework="OpenRLHF"),
         row("environment.train_split", recipe.environment.train_split, "data.prompt_dataset", "mapped",
             "prompts.jsonl: the task ids of this split"),
         row("environment.eval_split", recipe.environment.eval_split, "eval.dataset", "mapped",

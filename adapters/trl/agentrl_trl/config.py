@@ -18,6 +18,7 @@ from agentrl_plugins.adapter import (
     advantage_parameter_rows,
     correction_parameter_rows,
     decided_settings,
+    distillation_rows,
     turn_reward_rows,
 )
 from agentrl_plugins.algorithms.aggregation import TrainerDivisor
@@ -220,6 +221,7 @@ def mappings(recipe: Recipe) -> list[ComponentMapping]:
         ComponentMapping("verifier.combine", recipe.verifier.combine, "rollout_func", "injected",
                          "how several verifiers' rewards combine"),
         *turn_reward_rows(recipe, "rollout_func", "injected"),
+        *distillation_rows(recipe, "_generate_and_score_completions", "injected"),
         ComponentMapping("environment.train_split", recipe.environment.train_split, "train_dataset", "injected",
                          "the task ids of this split"),
         ComponentMapping("environment.eval_split", recipe.environment.eval_split, "RunRecorder", "injected",

@@ -12,6 +12,7 @@ from trl.trainer.utils import use_adapter
 from agentrl_plugins.algorithm import Advantages, RecipeAlgorithm
 from agentrl_plugins.algorithms.aggregation import row_scale
 from agentrl_plugins.algorithms.corrections import limited_fraction
+from agentrl_plugins.algorithms.credit import TurnRecord, TurnRows
 from agentrl_plugins.algorithms.mismatch import MismatchSums
 from agentrl_plugins.batch import TrajectoryBatch
 from agentrl_plugins.runs.figures import EpisodeCounts, episode_figures
@@ -74,6 +75,10 @@ class AgentGRPOTrainer(GRPOTrainer):
         episodes = self.algorithm.advantages(batch.rewards, batch.group_ids, batch.terminations, batch)
         later = LaterSegments.of(trajectories, self.algorithm.level)
         advantages = self._append_segments(output, later, episodes) if later.rows else episodes
+        if self.algorithm.distills:
+            rows = [*trajectories, *later.rows]
+            advantages = self.algorithm.distilled(advantages, TurnRows.of([TurnRecord.of(t) for t in rows],
+                                                                          output["completion_mask"]))
         valid = advantages.valid.to(output["tool_mask"].device)
         tool_mask = output["tool_mask"] * valid[:, None].to(output["tool_mask"].dtype)
         mask = output["completion_mask"] * tool_mask

@@ -24,6 +24,7 @@ from agentrl_plugins.adapter import (
     advantage_parameter_rows,
     correction_parameter_rows,
     decided_settings,
+    distillation_rows,
     turn_reward_rows,
 )
 from agentrl_plugins.errors import RecipeError
@@ -296,6 +297,7 @@ def mappings(recipe: Recipe) -> list[ComponentMapping]:
             "the recipe's verifier scores each episode; pkg://agentrl_verl.reward for verl's reward loop"),
         row("verifier.combine", recipe.verifier.combine, agentrl, "injected", "how several verifiers' rewards combine"),
         *turn_reward_rows(recipe, runner, "injected"),
+        *distillation_rows(recipe, "-", "injected", framework="verl"),
         row("advantage.estimator", recipe.advantage.estimator, "algorithm.adv_estimator", estimator_status,
             estimator_note, estimator),
         baseline_mapping(recipe, estimator_status),
