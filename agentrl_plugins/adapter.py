@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Mapping, Protocol, Sequence
 
-from agentrl_plugins.errors import AgentRLError, RecipeError
+from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.user_config import Decided
 
@@ -160,16 +160,10 @@ def turn_reward_rows(recipe: Recipe, setting: str, status: MappingStatus,
                              TURN_REWARD_PARAMETERS, used, setting, status)]
 
 
-def distillation_rows(recipe: Recipe, setting: str, status: MappingStatus,
-                      framework: str | None = None) -> list[ComponentMapping]:
+def distillation_rows(recipe: Recipe, setting: str, status: MappingStatus) -> list[ComponentMapping]:
     """The rows of the ``distillation`` section: the episode service scores each episode with the teacher and the
-    advantage step at ``setting`` adds the signal, with ``status``. With ``framework`` given, that framework does
-    not carry the signal yet and a recipe that names a teacher is refused, saying where it runs."""
+    advantage step at ``setting`` adds the signal, with ``status``."""
     section = recipe.distillation
-    if framework is not None and section.enabled:
-        raise RecipeError(f"{recipe.name}: distillation.teacher = {section.teacher!r}: on-policy distillation runs in "
-                          f"TRL (agentrl run {recipe.name} --framework trl); {framework} does not carry the teacher's "
-                          "per-token signal into its advantages yet")
     if not section.enabled:
         return [ComponentMapping(f"distillation.{key}", getattr(section, key), "-", "native",
                                  "no teacher" if key == "teacher" else "unused without distillation.teacher")

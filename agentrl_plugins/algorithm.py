@@ -25,7 +25,7 @@ from agentrl_plugins.algorithms.distillation import dense_advantages
 from agentrl_plugins.algorithms.filtering import compact_filter
 from agentrl_plugins.algorithms.policy_loss import PolicyLossInputs, PolicyLossResult
 from agentrl_plugins.errors import AgentRLError, RecipeError
-from agentrl_plugins.recipe_schema import AdvantageSection, LossSection, Recipe
+from agentrl_plugins.recipe_schema import AdvantageSection, DistillationSection, LossSection, Recipe
 
 if TYPE_CHECKING:
     from agentrl_plugins.plugins import PluginManager
@@ -183,23 +183,8 @@ class RecipeAlgorithm:
         return self.level != "trajectory" or self.distills
 
     def distilled(self, advantages: Advantages, rows: TurnRows) -> Advantages:
-        """``advantages`` with each row's per-token values (distillation's signal, carried by its turn record)
-        added on its policy tokens, as [B, T]; the estimator's own part stays only with
-        ``distillation.task_reward``. Filtered rows get 0. Unchanged without distillation."""
-        if not self.distills:
-            return advantages
-        width = rows.response_mask.size(1)
-        task = advantages.per_token(width)
-        missing = [row for row, (values, spans) in enumerate(zip(rows.token_values, rows.turn_spans, strict=True))
-                   if not values and any(end > start for start, end in spans)]
-        if missing or len(rows.token_values) != task.size(0):
-            raise AgentRLError(f"distillation: rows {missing[:5] or list(range(task.size(0)))[:5]} carry no teacher "
-                               "signal (their episodes were not scored by the teacher: an episode service without "
-                               "distillation.teacher played them)")
-        dense = dense_advantages(rows.token_values, rows.turn_spans, task)
-        kept = advantages.valid.to(task.device)[:, None].to(task.dtype)
-        own = task if self.recipe.distillation.task_reward else torch.zeros_like(task)
-        return Advantages(own + dense * kept, advantages.valid)
+        """:func:`with_distillation` with the recipe's ``[distillation]``."""
+        return with_distillation(advantages, rows, self.recipe.distillation)
 
     def advantage_params(self) -> dict[str, float]:
         """The recipe's ``advantage.gamma``/``step_weight`` that the estimator takes, by name."""
@@ -256,6 +241,26 @@ class RecipeAlgorithm:
         value = aggregate_loss(per_token, mask, loss.aggregation, norm_constant=loss.norm_constant)
         check_finite_loss(loss.policy, value.item())
         return value
+
+
+def with_distillation(advantages: Advantages, rows: TurnRows, settings: DistillationSection) -> Advantages:
+    """``advantages`` with each row's per-token values (distillation's signal, carried by its turn record) added on
+    its policy tokens, as [B, T] with 0 off them; the estimator's own part stays only with ``settings.task_reward``.
+    Rows not ``advantages.valid`` get 0 from the signal. Unchanged without a teacher."""
+    if not settings.enabled:
+        return advantages
+    task = advantages.per_token(rows.response_mask.size(1))
+    missing = [row for row, (values, spans) in enumerate(zip(rows.token_values, rows.turn_spans, strict=True))
+               if not values and any(end > start for start, end in spans)]
+    if missing or len(rows.token_values) != task.size(0):
+        raise AgentRLError(f"distillation: rows {missing[:5] or list(range(task.size(0)))[:5]} carry no teacher "
+                           "signal (their episodes were not scored by the teacher: an episode service without "
+                           "distillation.teacher played them)")
+    dense = dense_advantages(rows.token_values, rows.turn_spans, task)
+    kept = advantages.valid.to(task.device)[:, None].to(task.dtype)
+    own = task if settings.task_reward else torch.zeros_like(task)
+    policy = rows.response_mask.to(device=task.device, dtype=task.dtype)
+    return Advantages((own + dense * kept) * policy, advantages.valid)
 
 
 def check_finite_loss(policy: str, loss: float) -> None:

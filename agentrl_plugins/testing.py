@@ -1,5 +1,6 @@
 """Helpers for testing plugins: a byte-level chat tokenizer, scripted generation, a fresh environment, the
-mapping contract every framework adapter keeps, and a Ray cluster of several nodes on one machine.
+mapping contract every framework adapter keeps, a Ray cluster of several nodes on one machine, and a distillation
+teacher with the log-probs it should give.
 
 Like pytest's ``pytester``, these are part of the public API so that plugin
 authors can test an environment or verifier the way the core tests its own,
@@ -143,6 +144,32 @@ def local_ray_cluster(nodes: int, gpus_per_node: int | None, cpus_per_node: int 
                 process.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 process.kill()
+
+
+def sharpened_teacher(model: Any, tokenizer: Any, folder: Path, factor: float = 3.0) -> Path:
+    """Save a copy of ``model`` with its output layer times ``factor`` (a sharper distribution, far from the
+    student's) and ``tokenizer`` as a local model folder: a distillation teacher, named as a user names a
+    checkpoint."""
+    import copy
+
+    import torch
+
+    teacher = copy.deepcopy(model)
+    with torch.no_grad():
+        teacher.get_output_embeddings().weight.mul_(factor)
+    teacher.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def forward_logprobs(model: Any, prompt_ids: Sequence[int], response_ids: Sequence[int]) -> Any:
+    """``model``'s log-prob of each response token, from one plain forward of the whole sequence (float32)."""
+    import torch
+
+    ids = torch.tensor([[*prompt_ids, *response_ids]])
+    with torch.no_grad():
+        logits = model(ids).logits[0, len(prompt_ids) - 1:-1].float().log_softmax(-1)
+    return logits.gather(-1, ids[0, len(prompt_ids):, None])[:, 0]
 
 
 def tensorboard_scalars(folder: Path) -> dict[str, dict[int, float]]:

@@ -27,6 +27,8 @@ Input (``format`` = ``agentrl-parity-input``, ``version`` 4)::
       turn_states: [B][turns]   int|null, the anchor state of each turn, numbered (equal numbers: equal
                                 states; turn-level estimators group by them)
       turn_rewards: [B][turns]  float|null, the environment's own reward for each turn
+      teacher_logprobs: [B][T]  a distillation teacher's log-probs of the response tokens (optional; 0 off the
+                                mask): a recipe with distillation.teacher gets its signal from them
 
 Output (``format`` = ``agentrl-parity-output``, ``version`` 4)::
 
@@ -56,6 +58,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from agentrl_plugins.algorithms.credit import TurnRecord
+from agentrl_plugins.algorithms.distillation import reverse_kl_signal
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.recipe import build_recipe, recipe_to_dict
 from agentrl_plugins.recipe_schema import Recipe
@@ -94,6 +98,25 @@ class ParityBatch:
     turns: tuple[tuple[TurnOutcome, ...], ...] = ()
     turn_spans: tuple[tuple[tuple[int, int], ...], ...] = ()
     ranks: int = 1
+    teacher_logprobs: Tensor | None = None
+
+    def turn_records(self, recipe: Recipe, offset: int = 0) -> list[TurnRecord]:
+        """Each row's turn record as an adapter carries it (spans moved by ``offset``), with the distillation
+        signal of the recipe's ``[distillation]`` from the teacher's log-probs where it names a teacher."""
+        settings = recipe.distillation
+        if settings.enabled and self.teacher_logprobs is None:
+            raise AgentRLError(f"{recipe.name}: distillation.teacher is set, and this parity batch holds no "
+                               "teacher_logprobs")
+        records = []
+        for row, (turns, spans) in enumerate(zip(self.turns, self.turn_spans, strict=True)):
+            values: tuple[float, ...] = ()
+            if settings.enabled and self.teacher_logprobs is not None:
+                mask = self.response_mask[row].long().tolist()
+                signal = reverse_kl_signal(self.sampler_logprobs[row].tolist(), self.teacher_logprobs[row].tolist(),
+                                           mask, settings.coef)
+                values = tuple(signal[index] for start, end in spans for index in range(start, end))
+            records.append(TurnRecord(turns, tuple((start + offset, end + offset) for start, end in spans), values))
+        return records
 
     def rank_rows(self) -> list[Tensor]:
         """The rows each data-parallel rank trains on: row i on rank i mod ``ranks``, so that every group's members
@@ -109,7 +132,8 @@ class ParityBatch:
                 "old_logprobs": self.old_logprobs.tolist(), "logprobs": self.logprobs.tolist(),
                 "entropies": self.entropies.tolist(), "turn_spans": [list(map(list, s)) for s in self.turn_spans],
                 "turn_states": [[t.state for t in turns] for turns in self.turns],
-                "turn_rewards": [[t.reward for t in turns] for turns in self.turns]}
+                "turn_rewards": [[t.reward for t in turns] for turns in self.turns],
+                **({"teacher_logprobs": self.teacher_logprobs.tolist()} if self.teacher_logprobs is not None else {})}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ParityBatch:
@@ -120,7 +144,8 @@ class ParityBatch:
                    hacked=_tensor(data["hacked"], torch.bool), response_mask=_tensor(data["response_mask"]),
                    sampler_logprobs=_tensor(data["sampler_logprobs"]), old_logprobs=_tensor(data["old_logprobs"]),
                    logprobs=_tensor(data["logprobs"]), entropies=_tensor(data["entropies"]), turns=turns,
-                   turn_spans=tuple(tuple((int(a), int(b)) for a, b in spans) for spans in data["turn_spans"]))
+                   turn_spans=tuple(tuple((int(a), int(b)) for a, b in spans) for spans in data["turn_spans"]),
+                   teacher_logprobs=_tensor(data["teacher_logprobs"]) if "teacher_logprobs" in data else None)
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,8 @@ MISMATCH_NOISE = 0.2
 DRIFT_NOISE = 0.35
 DRIFT_JUMP, JUMP_SHARE = 1.5, 0.05
 ENTROPY_SCALE = 3.0
+TEACHER_NOISE = 0.8
+"""The recorded teacher's log-probs: the sampler's, each token moved by this times a standard normal (capped at 0)."""
 
 
 def record_episodes(recipe: Recipe, seed: int, plugin_manager: PluginManager | None = None) -> list[Trajectory]:
@@ -93,11 +95,12 @@ def record_batch(recipe: Recipe, seed: int, plugin_manager: PluginManager | None
     jumps = torch.rand(rows, width, generator=generator, dtype=torch.float64) < JUMP_SHARE
     current = old + draw(rows, width) * DRIFT_NOISE + jumps * DRIFT_JUMP
     entropies = torch.rand(rows, width, generator=generator, dtype=torch.float64) * ENTROPY_SCALE
+    teacher = (sampler + draw(rows, width) * TEACHER_NOISE).clamp(max=0.0)
     return ParityBatch(seed=seed, rewards=recorded.rewards, group_ids=recorded.group_ids,
                        terminations=recorded.terminations, hacked=recorded.hacked, response_mask=mask,
                        sampler_logprobs=sampler * mask, old_logprobs=old * mask, logprobs=current * mask,
                        entropies=entropies * mask, turns=numbered_states(recorded.turns),
-                       turn_spans=recorded.turn_spans)
+                       turn_spans=recorded.turn_spans, teacher_logprobs=teacher * mask)
 
 
 def numbered_states(turns: tuple[tuple[TurnOutcome, ...], ...]) -> tuple[tuple[TurnOutcome, ...], ...]:

@@ -11,6 +11,7 @@ import torch
 
 from agentrl_plugins.algorithm import RecipeAlgorithm
 from agentrl_plugins.algorithms.corrections import limited_fraction
+from agentrl_plugins.algorithms.credit import TurnRows
 from agentrl_plugins.algorithms.mismatch import mismatch_figures
 from agentrl_plugins.compare.batch import ParityBatch, ParityResult
 from agentrl_plugins.recipe_schema import Recipe
@@ -21,6 +22,8 @@ def reference(recipe: Recipe, batch: ParityBatch, plugin_manager=None) -> Parity
     """The core reference (``agentrl_plugins.algorithms`` through the recipe's algorithm) in float64."""
     algorithm = RecipeAlgorithm.from_recipe(recipe, plugin_manager)
     advantages = algorithm.advantages(batch.rewards, batch.group_ids, batch.terminations, batch)
+    if algorithm.distills:
+        advantages = algorithm.distilled(advantages, TurnRows.of(batch.turn_records(recipe), batch.response_mask))
     mask = batch.response_mask * advantages.valid[:, None].to(batch.response_mask.dtype)
     correction = algorithm.correct(batch.old_logprobs, batch.sampler_logprobs, mask)
     logprobs = batch.logprobs.clone().requires_grad_()

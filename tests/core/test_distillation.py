@@ -55,13 +55,14 @@ def test_the_signal_joins_the_estimators_advantage_and_filtered_rows_get_none(ta
     rows = [trajectory([0, 1, 1, 0, 1], [0, -1, -2, 0, -0.5], [0, -0.5, -3, -9, -0.5]),
             trajectory([1, 1, 0, 0, 0], [-1, -1, 0, 0, 0], [-2, 0, -1, -1, -1])]
     records = [TurnRecord.of(t, offset=1) for t in rows]  # a framework whose responses start one token later
-    mask = torch.zeros(2, 7)
+    mask = torch.tensor([[0, 0, 1, 1, 0, 1, 0], [0, 1, 1, 0, 0, 0, 0]], dtype=torch.float32)
     recipe = algorithm(**{"distillation.teacher": "teacher", "distillation.task_reward": task_reward})
     result = recipe.distilled(Advantages(torch.tensor([0.5, -0.5]), torch.tensor([True, False])),
                               TurnRows.of(records, mask))
     task = 0.5 if task_reward else 0.0
-    assert result.values[0].tolist() == pytest.approx([task, task, task + 0.5, task - 1.0, task, task, task])
-    assert result.values[1].tolist() == [-0.5 * task_reward] * 7, "a filtered row carries no signal"
+    assert result.values[0].tolist() == pytest.approx([0, 0, task + 0.5, task - 1.0, 0, task, 0]), "policy tokens only"
+    own = -0.5 * task_reward
+    assert result.values[1].tolist() == [0, own, own, 0, 0, 0, 0], "a filtered row carries no signal"
     assert result.valid.tolist() == [True, False]
 
 

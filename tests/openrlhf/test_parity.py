@@ -30,6 +30,9 @@ VARIANTS = [
     ("gspo", {"loss.clip_low": 0.02, "loss.clip_high": 0.03}),
     ("cispo", {"loss.clip_high": 0.1, "correction.name": "icepop", "correction.low": 0.5, "correction.high": 2.0}),
     ("gigpo", {"advantage.gamma": 0.5, "filtering.compact": True, "loss.aggregation": "seq-mean-token-sum"}),
+    ("deepswe_grpopp", {"distillation.teacher": "teacher", "distillation.coef": 0.5}),
+    ("grpo", {"distillation.teacher": "teacher", "distillation.task_reward": False}),
+    ("gigpo", {"distillation.teacher": "teacher"}),
 ]
 
 

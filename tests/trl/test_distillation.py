@@ -13,6 +13,7 @@ from test_trainer import INPUTS, SCRIPTS, make_trainer
 
 from agentrl_plugins.algorithms import rloo
 from agentrl_plugins.errors import AgentRLError
+from agentrl_plugins.testing import forward_logprobs, sharpened_teacher
 
 from agentrl_tinyagent.model import build_model
 from bugfix_gym import policies
@@ -24,21 +25,11 @@ COEF = 0.5
 @pytest.fixture(scope="module")
 def teacher_folder(tmp_path_factory, tokenizer):
     """A seeded model with a sharpened output layer: its distribution is far from the student's."""
-    folder = tmp_path_factory.mktemp("teacher")
-    teacher = build_model(tokenizer, seed=7)
-    with torch.no_grad():
-        teacher.lm_head.weight.mul_(3.0)
-    teacher.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return sharpened_teacher(build_model(tokenizer, seed=7), tokenizer, tmp_path_factory.mktemp("teacher"))
 
 
 def response_logprobs(model, trajectory):
-    """``model``'s log-prob of each response token, from a plain forward of the whole sequence."""
-    ids = torch.tensor([trajectory.token_ids])
-    with torch.no_grad():
-        logits = model(ids).logits[0, len(trajectory.prompt_ids) - 1:-1].float().log_softmax(-1)
-    return logits.gather(-1, ids[0, len(trajectory.prompt_ids):, None])[:, 0]
+    return forward_logprobs(model, trajectory.prompt_ids, trajectory.response_ids)
 
 
 def teacher_logprobs(folder, trajectory):

@@ -29,6 +29,9 @@ VARIANTS = [
     ("cispo", {"loss.clip_high": 0.1}),
     ("gigpo", {}),
     ("gigpo", {"advantage.gamma": 0.5, "filtering.compact": True, "loss.aggregation": "seq-mean-token-sum"}),
+    ("deepswe_grpopp", {"distillation.teacher": "teacher", "distillation.coef": 0.5}),
+    ("grpo", {"distillation.teacher": "teacher", "distillation.task_reward": False}),
+    ("gigpo", {"distillation.teacher": "teacher"}),
 ]
 
 

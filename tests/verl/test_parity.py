@@ -30,6 +30,9 @@ VARIANTS = [
     ("cispo", {"loss.clip_high": 0.1}),
     ("gigpo", {}),
     ("gigpo", {"advantage.gamma": 0.5, "filtering.compact": True, "loss.aggregation": "seq-mean-token-sum"}),
+    ("deepswe_grpopp", {"distillation.teacher": "teacher", "distillation.coef": 0.5}),
+    ("grpo", {"distillation.teacher": "teacher", "distillation.task_reward": False}),
+    ("gigpo", {"distillation.teacher": "teacher"}),
 ]
 
 
@@ -78,7 +81,7 @@ def test_a_turn_level_estimator_outside_the_recording_trainer_is_a_clear_error(b
     """verl's own lookup finds agentrl_gigpo; called with no turns handed over, it says where it must run."""
     estimate = get_adv_estimator_fn(estimator_name("gigpo"))
     rows = len(batch.rewards)
-    with pytest.raises(AgentRLError, match=rf"needs the turns of all {rows} rows \(0 carried\): it runs inside "
+    with pytest.raises(AgentRLError, match=rf"needs the turn records of all {rows} rows \(0 carried\): it runs inside "
                                            "agentrl's recording trainer"):
         estimate(parity.token_rewards(batch), batch.response_mask, None, [str(g) for g in batch.group_ids.tolist()])
 

@@ -119,10 +119,11 @@ def native_correction(recipe: Recipe) -> dict[str, Any] | None:
 
 def plan(recipe: Recipe) -> Plan:
     """Patch the estimator unless OpenRLHF's is exact (it is not for an agent program's episodes, whose later
-    segments are rows of their own), and the loss unless its policy loss (ppo), aggregation and correction all are."""
+    segments are rows of their own, nor with a distillation teacher, whose signal it has no place for), and the loss
+    unless its policy loss (ppo), aggregation and correction all are."""
     segments = plays_agent_programs(recipe.environment)
     native_estimator = (recipe.advantage.estimator in EXACT_ESTIMATORS and recipe.advantage.masked_in_baseline
-                        and not segments)
+                        and not segments and not recipe.distillation.enabled)
     native_loss = (recipe.loss.policy == "ppo_clip" and recipe.loss.aggregation in NATIVE_AGGREGATIONS
                    and native_correction(recipe) is not None)
     return Plan(advantages=not native_estimator, policy_loss=not native_loss, segments=segments)
@@ -309,7 +310,8 @@ def mappings(recipe: Recipe) -> list[ComponentMapping]:
         row("verifier.combine", recipe.verifier.combine, "AgentExecutor", "injected",
             "how several verifiers' rewards combine"),
         *turn_reward_rows(recipe, "AgentExecutor", "injected"),
-        *distillation_rows(recipe, "-", "injected", framework="OpenRLHF"),
+        *distillation_rows(recipe, "RemoteExperienceMaker.compute_advantages_and_returns (each sample's label)",
+                           "patched"),
         row("environment.train_split", recipe.environment.train_split, "data.prompt_dataset", "mapped",
             "prompts.jsonl: the task ids of this split"),
         row("environment.eval_split", recipe.environment.eval_split, "eval.dataset", "mapped",

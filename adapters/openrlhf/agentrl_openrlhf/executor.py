@@ -18,7 +18,7 @@ from openrlhf.utils.agent import AgentExecutorBase
 
 from agentrl_plugins.episode_service import EpisodeService
 from agentrl_plugins.runs.evaluate import honest_pass
-from agentrl_plugins.runs.figures import EpisodeCounts, redundant_turns
+from agentrl_plugins.runs.figures import EpisodeCounts
 from agentrl_plugins.segments import training_segments
 from agentrl_plugins.types import Trajectory
 
@@ -33,13 +33,15 @@ def executor_output(trajectory: Trajectory, prompt: Any, label: Any, images: Any
                     carry_turns: bool = False, later: Sequence[Trajectory] = (),
                     segment: bool = False) -> dict[str, Any]:
     """OpenRLHF's executor dict for one episode; ``keep=False`` removes it from the loss; ``carry_turns`` attaches
-    its turns to the label (:mod:`agentrl_openrlhf.turn_label`), for a turn-level estimator; ``later``: the later
+    its turns to the label (:mod:`agentrl_openrlhf.turn_label`), for a turn-level estimator or distillation's
+    per-token signal; ``later``: the later
     segments to train, each in a dict of its own under :data:`~agentrl_openrlhf.segments.SEGMENTS`; ``segment``:
     this dict is one of those."""
-    offset = len(trajectory.prompt_ids)
+    offset, counts = len(trajectory.prompt_ids), EpisodeCounts.of(trajectory)
     spans = [(offset + start, offset + end) for start, end in trajectory.turn_spans if end > start]
     rows = [executor_output(replace(part, reward=trajectory.reward, verdict=trajectory.verdict,
-                                    termination=trajectory.termination), prompt, label, images, keep, segment=True)
+                                    termination=trajectory.termination), prompt, label, images, keep, carry_turns,
+                            segment=True)
             for part in later]
     return {
         "prompt": prompt,
@@ -57,9 +59,11 @@ def executor_output(trajectory: Trajectory, prompt: Any, label: Any, images: Any
             "hacked": float(bool(trajectory.verdict and trajectory.verdict.hacked)),
             "filtered": float(not keep),
             "num_turns": float(trajectory.num_turns),
-            "policy_tokens": float(EpisodeCounts.of(trajectory).policy_tokens),  # every segment's, as sampled
-            "redundant_turns": float(redundant_turns(trajectory)),
-            "drift": float(len(trajectory.segments)),
+            "policy_tokens": float(counts.policy_tokens),  # every segment's, as sampled
+            "redundant_turns": float(counts.redundant),
+            "drift": float(counts.drift),
+            "teacher_gap": counts.teacher_gap,
+            "teacher_tokens": float(counts.teacher_tokens),
             SEGMENT_LOG: float(segment),
             **termination_logs(trajectory.termination),
         },
@@ -77,7 +81,7 @@ class AgentExecutor(AgentExecutorBase):
 
     def __init__(self):
         self.service = EpisodeService.from_recipe(recipe_from_env())
-        self.carry_turns = self.service.algorithm.level != "trajectory"
+        self.carry_turns = self.service.algorithm.needs_turns
 
     async def execute(self, prompt, label, sampling_params, max_length: int, hf_tokenizer, llm_engine, images=None):
         task = self.service.task(label, "Write the prompt dataset with `agentrl openrlhf dataset`.")

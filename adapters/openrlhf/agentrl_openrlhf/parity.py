@@ -29,7 +29,6 @@ from typing import Any
 import torch
 
 from agentrl_plugins.algorithm import RecipeAlgorithm
-from agentrl_plugins.algorithms.credit import TurnRecord
 from agentrl_plugins.compare.batch import ParityBatch, ParityResult
 from agentrl_plugins.compare.side import gradient, mapping_rows, versions
 from agentrl_plugins.errors import AgentRLError
@@ -88,15 +87,14 @@ def policy_loss(args: Any, **changes: Any):
     return PolicyLoss(**{**settings, **changes})
 
 
-def experience(batch: ParityBatch, action_mask: torch.Tensor) -> Any:
+def experience(batch: ParityBatch, action_mask: torch.Tensor, recipe: Recipe) -> Any:
     """The batch as one OpenRLHF ``Experience`` in rollout order, with the executor's termination logs and its
     labels carrying the turns."""
     from openrlhf.trainer.ppo_utils.experience import Experience
 
     logs = [termination_logs(t) for t in batch.terminations]
     info = {"reward": batch.rewards.clone(), **{key: torch.tensor([log[key] for log in logs]) for key in logs[0]}}
-    labels = [TurnLabel(str(row), TurnRecord(turns, spans))
-              for row, (turns, spans) in enumerate(zip(batch.turns, batch.turn_spans, strict=True))]
+    labels = [TurnLabel(str(row), record) for row, record in enumerate(batch.turn_records(recipe))]
     return Experience(action_mask=action_mask, action_log_probs=batch.old_logprobs,
                       rollout_log_probs=batch.sampler_logprobs, kl=torch.zeros_like(batch.old_logprobs),
                       rewards=batch.rewards.clone(), index=list(range(len(batch.rewards))), labels=labels,
@@ -164,9 +162,9 @@ def compute_patched(recipe: Recipe, batch: ParityBatch, config: Any, args: Any) 
     action_mask = batch.response_mask.bool() & valid[:, None]
     maker = RemoteExperienceMaker(None, None, None, None, FixedKLController(args.algo.kl.init_coef),
                                   SimpleNamespace(args=args), None)
-    (made,) = maker.compute_advantages_and_returns([experience(batch, action_mask)])
+    (made,) = maker.compute_advantages_and_returns([experience(batch, action_mask, recipe)])
     advantages = made.advantages * action_mask
-    if algorithm.level == "trajectory":
+    if not algorithm.needs_turns:  # one value per row, unless turns or a teacher made them per token
         advantages = advantages.sum(-1) / action_mask.sum(-1).clamp(min=1)
     if plan(recipe).policy_loss:
         weights = algorithm.correct(batch.old_logprobs, batch.sampler_logprobs, action_mask).weights

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import torch
 
-from agentrl_plugins.algorithm import RecipeAlgorithm
+from agentrl_plugins.algorithm import Advantages, RecipeAlgorithm
 from agentrl_plugins.algorithms.corrections import limited_fraction
 from agentrl_plugins.algorithms.credit import TurnRows, check_turn_records
 from agentrl_plugins.errors import AgentRLError
@@ -118,10 +118,13 @@ holds their mean over the action tokens).
         first = rows.is_episode(index)
         rewards = torch.cat([e.rewards for e in experiences])[first]
         ended = [reason for e in experiences for reason in terminations_from_info(e.info, len(e.index))]
+        turns = experience_turns(algorithm, experiences)
         episodes = algorithm.advantages(rewards, index[first] // args.rollout.n_samples_per_prompt,
                                         [reason for reason, kept in zip(ended, first.tolist()) if kept],
-                                        experience_turns(algorithm, experiences))
+                                        turns if algorithm.level != "trajectory" else None)
         values = rows.row_values(episodes, index)
+        if turns is not None and algorithm.distills:  # each row's teacher signal, segments included
+            values = algorithm.distilled(Advantages(values, turns.response_mask.sum(-1) > 0), turns).values
         for experience, advantage in zip(experiences, values.split([len(e.index) for e in experiences])):
             clip = args.reward.clip_range
             if advantage.dim() == 1:
@@ -145,9 +148,9 @@ holds their mean over the action tokens).
 
 
 def experience_turns(algorithm: RecipeAlgorithm, experiences: Sequence[Any]) -> TurnRows | None:
-    """For a turn- or token-level estimator, every sample's turns (from its label) against the action masks,
-    right-padded to the widest micro-batch; None for a trajectory-level one."""
-    if algorithm.level == "trajectory":
+    """For a turn- or token-level estimator or a distillation teacher, every sample's turns (from its label)
+    against the action masks, right-padded to the widest micro-batch; else None."""
+    if not algorithm.needs_turns:
         return None
     width = max(e.action_mask.size(1) for e in experiences)
     mask = torch.cat([torch.nn.functional.pad(e.action_mask.float(), (0, width - e.action_mask.size(1)))

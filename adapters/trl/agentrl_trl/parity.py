@@ -24,6 +24,7 @@ from trl import GRPOTrainer
 
 from agentrl_plugins.algorithm import Advantages, RecipeAlgorithm
 from agentrl_plugins.algorithms.corrections import CorrectionResult
+from agentrl_plugins.algorithms.credit import TurnRecord
 from agentrl_plugins.compare.batch import ByDesign, ParityBatch, ParityResult
 from agentrl_plugins.compare.side import gradient, mapping_rows, versions
 from agentrl_plugins.errors import RecipeError
@@ -70,14 +71,23 @@ class RecordingAlgorithm:
         self.advantages_made.append(self.algorithm.advantages(*args))
         return self.advantages_made[-1]
 
+    @property
+    def distills(self) -> bool:
+        return self.algorithm.distills
+
+    def distilled(self, *args: Any) -> Advantages:
+        self.advantages_made.append(self.algorithm.distilled(*args))
+        return self.advantages_made[-1]
+
     def correct(self, *args: Any) -> CorrectionResult:
         self.corrections_made.append(self.algorithm.correct(*args))
         return self.corrections_made[-1]
 
 
-def trajectories(batch: ParityBatch) -> list[Trajectory]:
-    """The batch as the trajectories the rollout would have kept, with their turns (token ids are irrelevant to
-    the loss)."""
+def trajectories(batch: ParityBatch, recipe: Recipe) -> list[Trajectory]:
+    """The batch as the trajectories the rollout would have kept, with their turns and the distillation signal
+    the episode service would have set (token ids are irrelevant to the loss)."""
+    records = batch.turn_records(recipe)
     rows = []
     for row in range(len(batch.rewards)):
         mask = batch.response_mask[row]
@@ -86,8 +96,20 @@ def trajectories(batch: ParityBatch) -> list[Trajectory]:
                                response_mask=mask.long().tolist(), logprobs=batch.sampler_logprobs[row].tolist(),
                                turn_spans=list(batch.turn_spans[row]), termination=batch.terminations[row],
                                reward=verdict.reward, verdict=verdict, group_id=int(batch.group_ids[row]),
-                               turns=list(batch.turns[row])))
+                               turns=list(batch.turns[row]),
+                               token_advantages=token_advantages(records[row], mask.numel())))
     return rows
+
+
+def token_advantages(record: TurnRecord, width: int) -> list[float]:
+    """A row's distillation signal per response token, as the episode service sets it (empty without)."""
+    if not record.token_values:
+        return []
+    values = [0.0] * width
+    positions = [index for start, end in record.spans for index in range(start, end)]
+    for index, value in zip(positions, record.token_values, strict=True):
+        values[index] = value
+    return values
 
 
 def scored(batch: ParityBatch) -> dict[str, Any]:
@@ -124,7 +146,7 @@ def compute(recipe: Recipe, batch: ParityBatch) -> ParityResult:
         trainer.episode_rollout.service.close()
     recording = RecordingAlgorithm(trainer.algorithm)
     trainer.algorithm = recording
-    trainer.episode_rollout.trajectories = trajectories(batch)
+    trainer.episode_rollout.trajectories = trajectories(batch, recipe)
     original = GRPOTrainer._generate_and_score_completions
     GRPOTrainer._generate_and_score_completions = lambda self, inputs: scored(batch)
     try:

@@ -77,8 +77,8 @@ class AgentGRPOTrainer(GRPOTrainer):
         advantages = self._append_segments(output, later, episodes) if later.rows else episodes
         if self.algorithm.distills:
             rows = [*trajectories, *later.rows]
-            advantages = self.algorithm.distilled(advantages, TurnRows.of([TurnRecord.of(t) for t in rows],
-                                                                          output["completion_mask"]))
+            policy = output["completion_mask"] * output["tool_mask"]
+            advantages = self.algorithm.distilled(advantages, TurnRows.of([TurnRecord.of(t) for t in rows], policy))
         valid = advantages.valid.to(output["tool_mask"].device)
         tool_mask = output["tool_mask"] * valid[:, None].to(output["tool_mask"].dtype)
         mask = output["completion_mask"] * tool_mask

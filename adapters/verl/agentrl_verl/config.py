@@ -167,13 +167,16 @@ def estimator_overrides(recipe: Recipe) -> tuple[dict[str, Any], str, str]:
     """verl's estimator for the recipe: its own twin where the numbers are the same, else ``agentrl_<name>``."""
     name = recipe.advantage.estimator
     exact = (name in VERL_TWINS and recipe.advantage.masked_in_baseline
-             and not (recipe.filtering.compact and recipe.loss.aggregation in SEQUENCE_MEAN_MODES))
+             and not (recipe.filtering.compact and recipe.loss.aggregation in SEQUENCE_MEAN_MODES)
+             and not recipe.distillation.enabled)
     if not exact:
         why = ("keeps the core's estimator, its baseline choice and its sequence-mean denominator (rows with "
                "loss tokens; verl's trainer divides by every row of the mini-batch)")
         if get_plugin_manager().get("advantage", name).level != "trajectory":
             why += ("; per-token advantages from each episode's turns, which the agent loop hands the recording "
                     "trainer in extra_fields")
+        if recipe.distillation.enabled:
+            why += "; the teacher's per-token signal from each row's turn record"
         return {"algorithm.adv_estimator": estimator_name(name)}, "injected", why
     twin, norm = VERL_TWINS[name]
     overrides: dict[str, Any] = {"algorithm.adv_estimator": twin}
@@ -297,7 +300,8 @@ def mappings(recipe: Recipe) -> list[ComponentMapping]:
             "the recipe's verifier scores each episode; pkg://agentrl_verl.reward for verl's reward loop"),
         row("verifier.combine", recipe.verifier.combine, agentrl, "injected", "how several verifiers' rewards combine"),
         *turn_reward_rows(recipe, runner, "injected"),
-        *distillation_rows(recipe, "-", "injected", framework="verl"),
+        *distillation_rows(recipe, f"algorithm.adv_estimator={estimator_name(recipe.advantage.estimator)}",
+                           "injected"),
         row("advantage.estimator", recipe.advantage.estimator, "algorithm.adv_estimator", estimator_status,
             estimator_note, estimator),
         baseline_mapping(recipe, estimator_status),

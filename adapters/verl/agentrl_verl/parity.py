@@ -33,7 +33,6 @@ from verl.utils.config import omega_conf_to_dataclass
 from verl.utils.py_functional import rename_dict
 
 from agentrl_plugins.algorithm import RecipeAlgorithm
-from agentrl_plugins.algorithms.credit import TurnRecord
 from agentrl_plugins.algorithms.mismatch import MismatchSums
 from agentrl_plugins.compare.batch import ParityBatch, ParityResult
 from agentrl_plugins.compare.side import gradient, mapping_rows, versions
@@ -83,7 +82,7 @@ def compute_in(recipe: Recipe, batch: ParityBatch, config: DictConfig) -> Parity
                                        "old_log_probs": batch.old_logprobs, "rollout_log_probs": batch.sampler_logprobs,
                                        "uid": uid})
     data, correction_metrics = compute_rollout_correction_and_add_to_batch(data, algorithm.rollout_correction)
-    with carried_turns([TurnRecord(turns, spans) for turns, spans in zip(batch.turns, batch.turn_spans)]):
+    with carried_turns(batch.turn_records(recipe)):
         data = compute_advantage(data, adv_estimator=algorithm.adv_estimator, gamma=algorithm.gamma,
                                  lam=algorithm.lam, num_repeat=config.actor_rollout_ref.rollout.n,
                                  norm_adv_by_std_in_grpo=algorithm.get("norm_adv_by_std_in_grpo", True),
@@ -95,7 +94,7 @@ def compute_in(recipe: Recipe, batch: ParityBatch, config: DictConfig) -> Parity
     injected = algorithm.adv_estimator.startswith(PREFIX)
     scale = row_scale(actor.loss_agg_mode, response_mask.sum(-1) > 0) if injected else 1.0
     advantages = data.batch["advantages"] * response_mask
-    if core.level == "trajectory":
+    if not core.needs_turns:  # one value per row, unless turns or a teacher made them per token
         advantages = advantages.sum(-1) / response_mask.sum(-1).clamp(min=1)
     if recipe.correction.name != "none" and actor.policy_loss.loss_mode == policy_loss_name(recipe.correction.name):
         is_weights = correct_raw_ratios(recipe.correction.name, actor, is_weights, response_mask).weights

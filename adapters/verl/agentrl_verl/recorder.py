@@ -80,7 +80,8 @@ def step_rows(episodes: list[EpisodeRecord], metrics: dict[int, dict[str, Any]],
             seconds=finite(verl.get("timing_s/step")) or 0.0,
             rollout_seconds=finite(verl.get("timing_s/gen")),
             eval_seconds=(finite(verl.get("timing_s/testing")) or played_seconds(evaluated)) if evaluated else None,
-            **episode_figures([EpisodeCounts(e.passed, e.sampled_policy_tokens, e.redundant, e.drift) for e in batch]),
+            **episode_figures([EpisodeCounts(e.passed, e.sampled_policy_tokens, e.redundant, e.drift, e.teacher_gap,
+                                          e.teacher_tokens) for e in batch]),
             **(figures_of(verl) if batch else {}),
         ))
     return rows

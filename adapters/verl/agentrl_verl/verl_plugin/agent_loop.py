@@ -27,7 +27,7 @@ from agentrl_plugins.episode_service import EpisodeService
 from agentrl_plugins.plugins import get_plugin_manager
 from agentrl_plugins.recipe_schema import EnvironmentSection
 from agentrl_plugins.runs.evaluate import honest_pass
-from agentrl_plugins.runs.figures import redundant_turns
+from agentrl_plugins.runs.figures import EpisodeCounts
 from agentrl_plugins.runs.rundir import read_recipe_file
 from agentrl_plugins.segments import training_segments
 from agentrl_plugins.types import Generation, Sampling, Task, Trajectory
@@ -95,7 +95,7 @@ class EpisodeAgentLoop(AgentLoopBase):
         self.service = episode_service(path, named if named.name == self.environment
                                        else EnvironmentSection(self.environment))
         self.limits = self.service.limits()
-        self.carries_turns = self.service.algorithm.level != "trajectory"
+        self.carries_turns = self.service.algorithm.needs_turns
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput | list[AgentLoopOutput]:
         """The episode's output; an agent program's episode that drifted, one output per trained segment (verl's
@@ -158,15 +158,17 @@ def episode_record(task: Task, trajectory: Trajectory, output: AgentLoopOutput,
     """The episode log's line for ``trajectory`` as ``output`` hands it to verl (``later_trained``: with its later
     segments as rows beside it)."""
     verdict, extra, ended = trajectory.verdict, output.extra_fields, time.time()
+    counts = EpisodeCounts.of(trajectory)
     return EpisodeRecord(
         split=task.split, weights_version=int(extra["min_global_steps"]), task_id=trajectory.task_id,
         termination=trajectory.termination, reward=float(trajectory.reward),
         passed=honest_pass(verdict), hacked=bool(verdict and verdict.hacked),
         filtered=bool(extra["reward_extra_info"]["filtered"]), prompt_ids=list(trajectory.prompt_ids),
         response_ids=list(trajectory.response_ids), policy_mask=list(trajectory.response_mask),
-        logprobs=[float(x) for x in trajectory.logprobs], redundant=redundant_turns(trajectory),
-        drift=len(trajectory.segments), later_policy_tokens=sum(part.policy_tokens for part in trajectory.segments),
-        later_trained=later_trained, started=ended - trajectory.seconds, ended=ended)
+        logprobs=[float(x) for x in trajectory.logprobs], redundant=counts.redundant,
+        drift=counts.drift, later_policy_tokens=sum(part.policy_tokens for part in trajectory.segments),
+        later_trained=later_trained, started=ended - trajectory.seconds, ended=ended,
+        teacher_gap=counts.teacher_gap, teacher_tokens=counts.teacher_tokens)
 
 
 def loop_class_name(environment_name: str) -> str:

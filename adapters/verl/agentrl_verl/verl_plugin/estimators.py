@@ -36,7 +36,7 @@ import torch
 from torch import Tensor
 from verl.trainer.ppo.core_algos import register_adv_est
 
-from agentrl_plugins.algorithm import estimated_advantages
+from agentrl_plugins.algorithm import Advantages, estimated_advantages, with_distillation
 from agentrl_plugins.algorithms.aggregation import row_scale as core_row_scale
 from agentrl_plugins.algorithms.credit import TurnRecord, TurnRows
 from agentrl_plugins.errors import AgentRLError
@@ -88,7 +88,8 @@ def row_episodes(rows: int) -> tuple[Tensor, Tensor]:
 def current_turns(name: str, rows: int) -> Sequence[TurnRecord]:
     records = _TURNS.get()
     if records is None or len(records) != rows:
-        raise AgentRLError(f"verl estimator {name!r} is turn-level and needs the turns of all {rows} rows "
+        raise AgentRLError(f"verl estimator {name!r} (turn-level, or with a distillation teacher) needs the turn "
+                           f"records of all {rows} rows "
                            f"({0 if records is None else len(records)} carried): it runs inside agentrl's recording "
                            "trainer (verl's sync trainer with +agentrl.recipe), whose agent loop records them")
     return records
@@ -116,7 +117,8 @@ def verl_estimator(record: Any) -> Callable[..., tuple[Tensor, Tensor]]:
             raise ValueError("agentrl estimators need verl's group index (the 'uid' column)")
         rewards = token_level_rewards.sum(dim=-1)
         valid = response_mask.sum(dim=-1) > 0
-        section = recipe_from_config(config).advantage if select(config, RECIPE_KEY) is not None else AdvantageSection()
+        recipe = recipe_from_config(config) if select(config, RECIPE_KEY) is not None else None
+        section = recipe.advantage if recipe is not None else AdvantageSection()
         scale = row_scale(select(config, "actor_rollout_ref.actor.loss_agg_mode"), valid)
         groups = group_ids(index).to(rewards.device)
         if record.level == "trajectory":  # one value per episode, carried by each of its rows
@@ -128,6 +130,9 @@ def verl_estimator(record: Any) -> Callable[..., tuple[Tensor, Tensor]]:
             turns = TurnRows.of(current_turns(name, len(rewards)), response_mask)
             values = estimated_advantages(record.compute, record.level, record.name, section, rewards, groups,
                                           valid, turns)
+        if recipe is not None and recipe.distillation.enabled:  # each row's teacher signal, on its own tokens
+            rows = TurnRows.of(current_turns(name, len(rewards)), response_mask)
+            values = with_distillation(Advantages(values, valid), rows, recipe.distillation).values
         per_token = values.unsqueeze(-1) if values.dim() == 1 else values
         advantages = (per_token * scale).to(token_level_rewards.dtype) * response_mask
         return advantages, advantages

@@ -189,8 +189,9 @@ class AgentRLTrainer(PPOTrainerSync):
 
     def _compute_advantage(self, batch: Any, metrics: dict[str, Any]) -> Any:
         estimator = str(self.config.algorithm.adv_estimator)
+        distills = self.agentrl is not None and self.agentrl.recipe.distillation.enabled
         with carried_sessions(batch.keys):
-            if not turn_level(estimator):
+            if not (turn_level(estimator) or distills):
                 batch = super()._compute_advantage(batch, metrics)
             else:
                 with carried_turns(batch_turns(batch, estimator)):
