@@ -19,11 +19,10 @@ from agentrl_plugins.algorithms.credit import TurnRecord
 from agentrl_plugins.recipe import load_recipe
 from agentrl_plugins.testing import forward_logprobs, sharpened_teacher
 
+from agentrl_tinyagent.model import build_model
 from agentrl_verl.config import LaunchPaths
 from agentrl_verl.episodes import EPISODES_FILE, read_episodes
 from agentrl_verl.verl_plugin.estimators import TURNS_FIELD, carried_turns
-
-from agentrl_tinyagent.model import build_model
 
 COEF = 0.5
 FAMILIES = ["clamp", "span", "count_up", "clamp"]
@@ -59,8 +58,8 @@ def test_verls_advantage_step_adds_the_teachers_signal_to_each_policy_token(mode
     recipe = load_recipe("deepswe_grpopp", overrides, "laptop")
     config = verl_config(recipe, LaunchPaths(str(model_dir), tmp_path))
     uid = np.array(["g"] * len(FAMILIES), dtype=object)
-    data = DataProto.from_single_dict({"token_level_rewards": batch["rm_scores"], "response_mask": batch["response_mask"],
-                                       "uid": uid})
+    data = DataProto.from_single_dict({"token_level_rewards": batch["rm_scores"],
+                                       "response_mask": batch["response_mask"], "uid": uid})
     with carried_turns(records):
         data = compute_advantage(data, adv_estimator=config.algorithm.adv_estimator, num_repeat=len(FAMILIES),
                                  config=config.algorithm)
