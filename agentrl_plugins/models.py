@@ -42,3 +42,12 @@ def run_model(recipe: Any, model: str | None, *, prepare: bool, plugin_manager: 
     """The folder a run of ``recipe`` trains: ``model`` (``--model``) if given, else ``train.model``."""
     return resolve_model(model or recipe.train.model, seed=recipe.train.seed, prepare=prepare,
                          plugin_manager=plugin_manager)
+
+
+def prepare_teacher(recipe: Any, plugin_manager: PluginManager | None = None) -> Path | None:
+    """The folder of the recipe's distillation teacher, built now if it is a registered model not built yet (so
+    that the rollout workers, which load it, find it ready); None without a teacher."""
+    if not recipe.distillation.enabled:
+        return None
+    return resolve_model(recipe.distillation.teacher, seed=recipe.train.seed, prepare=True,
+                         plugin_manager=plugin_manager)

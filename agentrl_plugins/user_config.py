@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import enum
 import math
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Collection, Mapping, Sequence
 
@@ -132,6 +133,23 @@ def changes_table(changes: Sequence[SettingChange], where: str, recipe: str) -> 
     rows = _table(["setting", "default", "recipe sets", "because of"],
                   [[c.name, _show(c.default), _show(c.value), c.source] for c in changes])
     return f"recipe {recipe!r} set {len(changes)} settings you left at their defaults in your {where}:\n{rows}"
+
+
+def own_words(words: Sequence[str], prepared: Sequence[str]) -> list[str]:
+    """The words of a command the user typed beside the prepared command's: those after its words where the
+    command starts with them (the prepared script's ``"$@"``), else what is left once each prepared word is taken
+    out once (a printed command edited in place). A prepared word typed again is the user's."""
+    words, prepared = list(words), list(prepared)
+    if words[:len(prepared)] == prepared:
+        return words[len(prepared):]
+    left = Counter(prepared)
+    yours = []
+    for word in words:
+        if left[word]:
+            left[word] -= 1
+        else:
+            yours.append(word)
+    return yours
 
 
 def origins(decided: Sequence[Decided], defaults: Mapping[str, Any], typed: Mapping[str, Any],

@@ -15,6 +15,7 @@ from agentrl_plugins.user_config import (
     SettingConflict,
     changes_table,
     origins,
+    own_words,
     reconcile,
     same,
     settings_table,
@@ -72,6 +73,13 @@ def test_the_origin_table_names_the_recipe_the_user_and_the_project():
     (agreed,) = [r for r in origins(DECIDED, defaults, {"steps": DECIDED[2].value}, {}) if r.name == "steps"]
     assert agreed.origin == "recipe" and agreed.source.endswith("; your command sets the same"), \
         "a value you typed that the recipe also sets is known to be yours"
+
+
+def test_the_users_own_words_are_told_from_the_prepared_commands_even_when_they_repeat_one():
+    prepared = ["a=1", "b=2", "--c", "1"]
+    assert own_words([*prepared, "b=2", "d=4"], prepared) == ["b=2", "d=4"], "after the prepared script's words"
+    assert own_words(["b=2", "a=1", "--c", "1", "b=2"], prepared) == ["b=2"], "a printed command edited in place"
+    assert own_words(["a=1", "--c", "1"], prepared) == [] and own_words(["x=0"], []) == ["x=0"]
 
 
 def test_values_compare_as_configuration_values():

@@ -86,6 +86,15 @@ def test_a_typed_flag_equal_to_openrlhfs_default_wins_where_the_recipe_leaves_it
     assert rows["vllm.sync_backend"].origin == "project (CPU)"
 
 
+def test_a_prepared_flag_you_type_again_is_yours(recipe, paths):
+    prepared = flag_words(train_flags(recipe, paths, "cpu"))
+    again = ["--ckpt.path", str(train_flags(recipe, paths, "cpu")["ckpt.path"])]
+    rows = {row.name: row for row in setting_rows(prepared + again, recipe, prepared)}
+    assert rows["ckpt.path"].origin == "user" and rows["vllm.sync_backend"].origin == "project (CPU)"
+    rows = {row.name: row for row in setting_rows(prepared, recipe, prepared)}
+    assert rows["ckpt.path"].origin == "project (launch)"
+
+
 def test_a_flag_the_recipe_leaves_open_stays_yours(recipe, paths):
     mine = flag_words(launch_flags(recipe, paths, "cpu")) + ["--logger.logging_steps", "5"]
     _, args = reconcile_flags(mine, recipe)

@@ -18,8 +18,10 @@ from agentrl_plugins.adapter import LEAN_LOCAL_RAY_ENV
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.runs.ray_cluster import join_cluster
 from agentrl_plugins.testing import local_ray_cluster
+from agentrl_plugins.user_config import own_words
 
 from agentrl_verl.cluster import fit_cluster
+from agentrl_verl.own_config import typed_overrides
 
 JOIN = """
 import sys
@@ -87,26 +89,25 @@ def test_the_clusters_resources_follow_ray_address_when_the_command_runs_not_whe
         monkeypatch.setenv(name, "")
         monkeypatch.delenv(name)
     for_a_cluster = prepared_config(ranks=2)
-    fit_cluster(for_a_cluster, {}, [])
+    fit_cluster(for_a_cluster, set())
     assert OmegaConf.to_container(for_a_cluster.ray_kwargs.ray_init) == {"num_cpus": 16, "num_gpus": 2,
                                                                           "include_dashboard": False}
     assert {name: os.environ[name] for name in LEAN_LOCAL_RAY_ENV} == LEAN_LOCAL_RAY_ENV
     yours = prepared_config(ranks=2, include_dashboard=True)
-    fit_cluster(yours, {}, [])
+    fit_cluster(yours, set())
     assert yours.ray_kwargs.ray_init.include_dashboard is True, "the dashboard you asked for stays"
     assert "verl starts its own Ray cluster, with 2 GPU slot(s)" in capsys.readouterr().err
     words = ["+ray_kwargs.ray_init.num_gpus=1", "ray_kwargs.ray_init.num_cpus=16"]
-    typed = {"ray_kwargs.ray_init.num_gpus": words[0], "ray_kwargs.ray_init.num_cpus": words[1]}
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")
     for_local = prepared_config(num_cpus=16, num_gpus=1)
     with pytest.raises(AgentRLError, match="no Ray cluster answers"):
-        fit_cluster(for_local, typed, words)
+        fit_cluster(for_local, set(typed_overrides(own_words(words, words))))  # the prepared command's
     assert OmegaConf.to_container(for_local.ray_kwargs.ray_init) == {"num_cpus": None, "num_gpus": None}
     assert "num_gpus and ray_kwargs.ray_init.num_cpus (for a cluster verl starts itself) are dropped" in \
         capsys.readouterr().err
     with pytest.raises(AgentRLError, match="ray_init.num_gpus, ray_kwargs.ray_init.num_cpus: the running Ray "
                                            "cluster at 127.0.0.1:1 brings its own resources"):
-        fit_cluster(prepared_config(num_cpus=16, num_gpus=1), typed, [])
+        fit_cluster(prepared_config(num_cpus=16, num_gpus=1), set(typed_overrides(own_words(words, []))))
 
 
 def test_a_command_prepared_without_ray_address_joins_a_cluster_and_stops_before_ray_when_it_lacks_slots(

@@ -152,18 +152,20 @@ def test_the_driver_lists_every_setting_with_its_origin_from_what_was_typed(reci
     cpu = command(cpu_overrides(recipe.train.seed))[len(ENTRYPOINT):]
     prepared = full(recipe, run) + cpu
     run.update_info(command=ENTRYPOINT + prepared)
-    config = hydra_job(prepared + ["trainer.save_freq=-1", typed_default("trainer.val_only")])
+    again = next(word for word in prepared if word.startswith("trainer.logger="))
+    config = hydra_job(prepared + ["trainer.save_freq=-1", typed_default("trainer.val_only"), again])
     assert check_in_driver(config) and OmegaConf.select(config, CHECKED_KEY)
     assert not check_in_driver(config), "once per run"
     rows = {name: (value, origin) for name, value, origin, *_ in run.run_info()["settings"]}
     assert rows["trainer.save_freq"] == ("-1", "user") and rows["trainer.val_only"] == ("False", "user")
+    assert rows["trainer.logger"][1] == "user", "a prepared word you type again is yours"
     assert rows[ACTOR + "optim.lr"] == (repr(recipe.optim.lr), "recipe")
     assert rows["data.train_files"][1] == "project (launch)" and rows["trainer.device"] == ("'cpu'", "project (CPU)")
     printed = capsys.readouterr().err
-    assert "2 user" in printed and "project (CPU)" in printed and "trainer.save_freq" in printed
+    assert "3 user" in printed and "project (CPU)" in printed and "trainer.save_freq" in printed
     ran = run.run_info()["command_as_run"]
-    assert ran[1:3] == ["-m", "verl.trainer.main_ppo"] and ran[-2:] == ["trainer.save_freq=-1",
-                                                                     typed_default("trainer.val_only")], \
+    assert ran[1:3] == ["-m", "verl.trainer.main_ppo"] and ran[-3:] == ["trainer.save_freq=-1",
+                                                                     typed_default("trainer.val_only"), again], \
         "run.json holds the command as it ran, not only the prepared one"
 
 

@@ -17,7 +17,7 @@ from agentrl_plugins import loggers
 from agentrl_plugins.adapter import RunOptions
 from agentrl_plugins.environment import build_environment, close_environment
 from agentrl_plugins.errors import AgentRLError
-from agentrl_plugins.models import run_model
+from agentrl_plugins.models import prepare_teacher, run_model
 from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.runs.reaper import fate_shared
 from agentrl_plugins.runs.rundir import RunDir
@@ -58,10 +58,12 @@ def check_loggers(names: Sequence[str]) -> None:
 
 def plan(recipe: Recipe, options: RunOptions, prepare_model: bool = False) -> tuple[RunDir, RunPaths, list[str]]:
     """The run folder, its paths and the ``train_ppo_ray`` command of ``options``; ``prepare_model`` builds a
-    registered model that is not there yet."""
+    registered model (and teacher) that is not there yet."""
     run = RunDir(Path(options.run_dir)) if options.run_dir else RunDir.default(recipe, FRAMEWORK)
     paths = run_paths(run, run_model(recipe, options.model, prepare=prepare_model), options.report_to, options.nodes,
                       options.ranks_per_node())
+    if prepare_model:  # the executors load the teacher: build a registered one here, once
+        prepare_teacher(recipe)
     backend = choose_backend()
     notice = engine_notice(recipe, backend)
     if notice:

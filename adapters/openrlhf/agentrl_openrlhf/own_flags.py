@@ -21,14 +21,24 @@ import argparse
 import functools
 import runpy
 import sys
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Collection, Mapping, Sequence
 from types import MappingProxyType, SimpleNamespace
 from typing import Any, Callable
 
 from agentrl_plugins.errors import AgentRLError
 from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.runs.rundir import RunDir
-from agentrl_plugins.user_config import CPU, LAUNCH, Setting, SettingChange, origins, reconcile, same, settings_table
+from agentrl_plugins.user_config import (
+    CPU,
+    LAUNCH,
+    Setting,
+    SettingChange,
+    origins,
+    reconcile,
+    same,
+    settings_table,
+)
 
 from agentrl_openrlhf.config import CLI_MODULE, decided, flag_words
 from agentrl_openrlhf.cpu.launch import cpu_cluster_flags
@@ -114,17 +124,30 @@ def reconcile_flags(argv: list[str], recipe: Recipe) -> tuple[list[SettingChange
 
 def setting_rows(argv: list[str], recipe: Recipe, prepared: Sequence[str] = ()) -> list[Setting]:
     """The origin table of ``argv`` after the rule: the recipe's flags, then every other flag typed, the prepared
-    command's (``prepared``, its flags) or yours."""
+    command's (``prepared``, its flags) or yours (:func:`repeated_flags`: a prepared flag typed again is yours)."""
     typed = typed_flags(argv)
+    yours = repeated_flags(argv, prepared)
     return origins(decided(recipe), openrlhf_defaults(), typed,
-                   project_origins(recipe, typed, typed_flags(list(prepared))))
+                   project_origins(recipe, typed, typed_flags(list(prepared)), yours))
 
 
-def project_origins(recipe: Recipe, typed: dict[str, Any], prepared: dict[str, Any]) -> dict[str, str]:
-    """The typed flags with the prepared command's values: the CPU backend's choices and the launch's."""
+def repeated_flags(argv: Sequence[str], prepared: Sequence[str]) -> set[str]:
+    """The flags ``argv`` names more often than the prepared command does (by name, without ``--``): typed again
+    by the user, whatever their value."""
+    def counts(words: Sequence[str]) -> Counter[str]:
+        return Counter(word[2:].split("=", 1)[0] for word in words if word.startswith("--"))
+
+    typed, ours = counts(argv), counts(prepared)
+    return {name for name, count in typed.items() if count > ours[name]}
+
+
+def project_origins(recipe: Recipe, typed: dict[str, Any], prepared: dict[str, Any],
+                    yours: Collection[str]) -> dict[str, str]:
+    """The typed flags with the prepared command's values that the user's own words do not set (``yours``): the CPU
+    backend's choices and the launch's."""
     cpu = cpu_cluster_flags(recipe)
     return {name: CPU if name in cpu else LAUNCH for name, value in typed.items()
-            if name in prepared and same(value, prepared[name])}
+            if name in prepared and same(value, prepared[name]) and name not in yours}
 
 
 def prepared_flags(run: RunDir | None) -> list[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
@@ -29,16 +29,16 @@ def trainer_ranks(config: DictConfig) -> int:
     return int(select(config, "trainer.nnodes") or 1) * int(select(config, "trainer.n_gpus_per_node") or 1)
 
 
-def fit_cluster(config: DictConfig, typed: Mapping[str, str], prepared: Collection[str]) -> None:
-    """Fit ``config``'s ``ray.init`` resources to the cluster this run finds (``typed``: the user's override words
-    by key; ``prepared``: the prepared command's words), and check a running one before verl connects."""
+def fit_cluster(config: DictConfig, yours: Collection[str]) -> None:
+    """Fit ``config``'s ``ray.init`` resources to the cluster this run finds (``yours``: the keys the user's own
+    override words set, beside the prepared command's), and check a running one before verl connects."""
     address = select(config, "ray_kwargs.ray_init.address") or ray_address()
     keys = [key.lstrip("+") for key in LOCAL_CLUSTER]
     ranks = trainer_ranks(config)
     if address:
-        yours = [key for key in keys if key in typed and typed[key] not in prepared]
-        if yours:
-            raise AgentRLError(f"{', '.join(yours)}: the running Ray cluster at {address} brings its own resources, "
+        refused = [key for key in keys if key in yours]
+        if refused:
+            raise AgentRLError(f"{', '.join(refused)}: the running Ray cluster at {address} brings its own resources, "
                                "and ray.init refuses them with an address: drop them from your command")
         dropped = [key for key in keys if select(config, key) is not None]
         with open_dict(config):

@@ -20,7 +20,7 @@ import torch
 
 from agentrl_plugins.adapter import LEAN_LOCAL_RAY_ENV, RunOptions, lean_local_ray_env, ray_address
 from agentrl_plugins.errors import AgentRLError
-from agentrl_plugins.models import run_model
+from agentrl_plugins.models import prepare_teacher, run_model
 from agentrl_plugins.recipe_schema import Recipe
 from agentrl_plugins.runs.reaper import fate_shared
 from agentrl_plugins.runs.rundir import RunDir
@@ -81,11 +81,13 @@ def launch_paths(recipe: Recipe, options: RunOptions, prepare: bool = False) -> 
     (verl's checkpoint has one shard per rank).
 
     Computed once per launch: the default run folder is stamped with the clock, so a second call a second
-    later would name another folder. ``prepare`` builds a registered model that is not there yet.
+    later would name another folder. ``prepare`` builds a registered model (and teacher) that is not there yet.
     """
     run_dir = Path(options.resume or options.run_dir or RunDir.default(recipe, FRAMEWORK).path).resolve()
     started = RunDir(run_dir).run_info() if options.resume else {}
     model = started.get("model_path") or run_model(recipe, options.model, prepare=prepare)
+    if prepare:  # the agent loop workers load the teacher: build a registered one here, once
+        prepare_teacher(recipe)
     if started.get("ranks"):
         if options.ranks not in (None, started["ranks"]):
             raise AgentRLError(f"{run_dir} was trained on {started['ranks']} ranks, and verl's checkpoint holds one "

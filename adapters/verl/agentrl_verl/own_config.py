@@ -31,6 +31,7 @@ from agentrl_plugins.user_config import (
     Setting,
     SettingChange,
     origins,
+    own_words,
     reconcile,
     same,
     settings_table,
@@ -128,20 +129,22 @@ def reconcile_config(config: DictConfig, recipe: Recipe, typed: Collection[str] 
     return changes
 
 
-def project_origins(recipe: Recipe, typed: dict[str, str], prepared: Collection[str]) -> dict[str, str]:
-    """The typed settings whose word is the prepared command's: the CPU backend's choices and the launch's."""
+def project_origins(recipe: Recipe, typed: dict[str, str], yours: Collection[str]) -> dict[str, str]:
+    """The typed settings only the prepared command's words set (not among ``yours``, the keys the user's own words
+    set): the CPU backend's choices and the launch's."""
     cpu = {key.lstrip("+") for key in cpu_overrides(recipe.train.seed, rollout="vllm")}
-    return {key: CPU if key in cpu else LAUNCH for key, word in typed.items() if word in prepared}
+    return {key: CPU if key in cpu else LAUNCH for key in typed if key not in yours}
 
 
 def setting_rows(config: DictConfig, recipe: Recipe, changes: list[SettingChange], typed: dict[str, str],
-                 prepared: Collection[str] = ()) -> list[Setting]:
+                 yours: Collection[str] = ()) -> list[Setting]:
     """The origin table of ``config`` after the rule: the recipe's settings, the defaults that follow them, then
-    every other typed setting (``prepared``: the prepared command's words)."""
+    every other typed setting (``yours``: the keys the user's own words set, the others are the prepared
+    command's)."""
     settings, defaults = decided(recipe), verl_defaults()
     values = {key: plain_at(config, key) for key in typed}
     return origins(settings, {key: plain_at(defaults, key) for key in [*values, *(s.name for s in settings)]},
-                   values, project_origins(recipe, typed, prepared),
+                   values, project_origins(recipe, typed, yours),
                    [c for c in changes if c.source.startswith("follows ")])
 
 
@@ -184,9 +187,9 @@ def check_in_driver(config: DictConfig) -> bool:
     words = list(HydraConfig.get().overrides.task)
     typed = typed_overrides(words)
     changes = reconcile_config(config, recipe, typed)
-    prepared = prepared_words(run)
-    record(run, recipe, changes, setting_rows(config, recipe, changes, typed, prepared), words)
-    fit_cluster(config, typed, prepared)
+    yours = set(typed_overrides(own_words(words, prepared_words(run))))
+    record(run, recipe, changes, setting_rows(config, recipe, changes, typed, yours), words)
+    fit_cluster(config, yours)
     with open_dict(config):
         OmegaConf.update(config, CHECKED_KEY, True, force_add=True)
     return True

@@ -1,8 +1,8 @@
 """TinyAgent: a small causal LM and tokenizer built locally for the BugFix gym, warm-started with TRL's SFT.
 
 Its own distribution (``agentrl-tinyagent``), above the core and the gym: it registers the model
-``tinyagent`` (:mod:`agentrl_tinyagent.plugin`). Building the warm start needs TRL (the ``warmstart``
-extra); once cached, every framework's environment loads it.
+``tinyagent`` and the distillation teacher ``tinyagent_fixer`` (:mod:`agentrl_tinyagent.plugin`). Building
+either needs TRL (the ``warmstart`` extra); once cached, every framework's environment loads it.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_EXPORTS = {"BASE_SEED": "cache", "WarmStartSettings": "cache", "pass_at_1": "warmstart",
+_EXPORTS = {"BASE_SEED": "cache", "WarmStartSettings": "cache", "FIXER_SETTINGS": "cache", "pass_at_1": "warmstart",
             "warm_start": "warmstart", "load_tinyagent": "warmstart", "ModelSize": "model", "build_model": "model",
             "build_tokenizer": "tokenizer"}
 """Each name and its module, imported on first use (PEP 562): torch and transformers only when a name needs

@@ -45,6 +45,11 @@ class WarmStartSettings:
     version: int = 2
 
 
+FIXER_SETTINGS = WarmStartSettings(hacker=0, renamed_hacker=0)
+"""The teacher ``tinyagent_fixer``: the warm start's build with the fixer's transcripts only, so it never learned
+the hack (``hardcode_tests``) the warm start imitates beside the fix."""
+
+
 def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
     """``cache_dir``, else ``$AGENTRL_CACHE/tinyagent``, else ``~/.cache/agentrl/tinyagent``."""
     if cache_dir is not None:
