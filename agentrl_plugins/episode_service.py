@@ -136,7 +136,8 @@ class EpisodeService:
             self.teacher = load_teacher(self.recipe, tokenizer, self.plugin_manager)
         settings = self.recipe.distillation
         for part in (trajectory, *trajectory.segments):
-            part.teacher_logprobs = await self.teacher.score(part)
+            scored = await self.teacher.score(part)
+            part.teacher_logprobs, part.teacher_seconds = scored.logprobs, scored.seconds
             part.token_advantages = reverse_kl_signal(part.logprobs, part.teacher_logprobs, part.response_mask,
                                                       settings.coef)
 

@@ -9,6 +9,7 @@ share the student's vocabulary: a teacher whose tokenizer differs is refused bef
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -68,6 +69,15 @@ class Teacher:
         return scored
 
 
+@dataclass(frozen=True)
+class TeacherScore:
+    """The teacher's log-prob of each response token, and this sequence's share of the forward that scored it
+    (its wall time over the sequences in it)."""
+
+    logprobs: list[float]
+    seconds: float
+
+
 @dataclass
 class BatchingTeacher:
     """A :class:`Teacher` behind an async call: the episodes waiting while a forward runs are scored together in
@@ -75,23 +85,24 @@ class BatchingTeacher:
 
     teacher: Teacher
     max_batch: int = MAX_BATCH
-    pending: list[tuple[tuple[Sequence[int], int], asyncio.Future[list[float]]]] = field(default_factory=list)
+    pending: list[tuple[tuple[Sequence[int], int], asyncio.Future[TeacherScore]]] = field(default_factory=list)
     draining: bool = False
     forwards: int = 0
     sequences: int = 0
+    seconds: float = 0.0
 
-    async def logprobs(self, token_ids: Sequence[int], start: int) -> list[float]:
-        future: asyncio.Future[list[float]] = asyncio.get_running_loop().create_future()
+    async def logprobs(self, token_ids: Sequence[int], start: int) -> TeacherScore:
+        future: asyncio.Future[TeacherScore] = asyncio.get_running_loop().create_future()
         self.pending.append(((token_ids, start), future))
         if not self.draining:
             self.draining = True
             asyncio.ensure_future(self._drain())
         return await future
 
-    async def score(self, trajectory: Trajectory) -> list[float]:
+    async def score(self, trajectory: Trajectory) -> TeacherScore:
         """The teacher's log-prob of each of ``trajectory``'s response tokens, in its context."""
         if not trajectory.response_ids:
-            return []
+            return TeacherScore([], 0.0)
         return await self.logprobs(trajectory.token_ids, len(trajectory.prompt_ids))
 
     async def _drain(self) -> None:
@@ -99,6 +110,7 @@ class BatchingTeacher:
             await asyncio.sleep(0)  # the episodes finishing in this turn of the loop join the first batch
             while self.pending:
                 batch, self.pending = self.pending[:self.max_batch], self.pending[self.max_batch:]
+                started = time.monotonic()
                 try:
                     results = await asyncio.to_thread(self.teacher.logprobs, [request for request, _ in batch])
                 except Exception as error:
@@ -106,10 +118,11 @@ class BatchingTeacher:
                         if not future.done():
                             future.set_exception(error)
                     continue
-                self.forwards += 1
-                self.sequences += len(batch)
+                elapsed = time.monotonic() - started
+                self.forwards, self.sequences, self.seconds = (self.forwards + 1, self.sequences + len(batch),
+                                                               self.seconds + elapsed)
                 for (_, future), result in zip(batch, results):
                     if not future.done():
-                        future.set_result(result)
+                        future.set_result(TeacherScore(result, elapsed / len(batch)))
         finally:
             self.draining = False

@@ -119,6 +119,8 @@ class Trajectory:
     """The signals of the state the episode started from (the session's ``initial_signals``)."""
     teacher_logprobs: list[float] = field(default_factory=list)
     """The distillation teacher's log-prob of each response token in its context (empty without a teacher)."""
+    teacher_seconds: float = 0.0
+    """Its share of the teacher's forward that scored it (wall time over the sequences batched with it)."""
     token_advantages: list[float] = field(default_factory=list)
     """Per response token, a term the core adds to the estimator's advantage (distillation's
     :func:`~agentrl_plugins.algorithms.distillation.reverse_kl_signal`; 0 off the policy's tokens); empty: none."""

@@ -26,7 +26,8 @@ def loss_token_mean(values: Tensor, mask: Tensor) -> float | None:
     return float((values * (mask > 0)).sum().item() / count) if count else None
 
 
-EPISODE_FIGURES = ("success_tokens", "failure_tokens", "redundant_per_success", "drift_per_episode", "teacher_kl")
+EPISODE_FIGURES = ("success_tokens", "failure_tokens", "redundant_per_success", "drift_per_episode", "teacher_kl",
+                   "teacher_seconds")
 """The ``metrics.jsonl`` figures of a step's training episodes taken one by one (:func:`episode_figures`)."""
 
 
@@ -37,7 +38,8 @@ class EpisodeCounts:
     :data:`~agentrl_plugins.types.REDUNDANT_SIGNAL` (0 where the environment flags none), and the times an agent
     program's conversation stopped extending the sampled tokens (``drift``: its segments after the first), and,
     where a distillation teacher scored it, the sum over its policy tokens of ``log p_sampler - log p_teacher``
-    (``teacher_gap``) and how many tokens that sums (``teacher_tokens``)."""
+    (``teacher_gap``), how many tokens that sums (``teacher_tokens``) and its share of the teacher's forwards
+    (``teacher_seconds``)."""
 
     passed: bool
     policy_tokens: int
@@ -45,6 +47,7 @@ class EpisodeCounts:
     drift: int = 0
     teacher_gap: float = 0.0
     teacher_tokens: int = 0
+    teacher_seconds: float = 0.0
 
     @classmethod
     def of(cls, trajectory: Trajectory) -> EpisodeCounts:
@@ -52,7 +55,8 @@ class EpisodeCounts:
         scored = [part for part in parts if part.teacher_logprobs]
         return cls(honest_pass(trajectory.verdict), sum(part.policy_tokens for part in parts),
                    redundant_turns(trajectory), len(trajectory.segments),
-                   sum(teacher_gap(part) for part in scored), sum(part.policy_tokens for part in scored))
+                   sum(teacher_gap(part) for part in scored), sum(part.policy_tokens for part in scored),
+                   sum(part.teacher_seconds for part in scored))
 
 
 def teacher_gap(trajectory: Trajectory) -> float:
@@ -68,7 +72,8 @@ def redundant_turns(trajectory: Trajectory) -> int:
 def episode_figures(episodes: Sequence[EpisodeCounts]) -> dict[str, float | None]:
     """The mean policy tokens of the successes and of the failures, the mean redundant turns per success (each None
     without such an episode), the mean drift per episode (None without episodes), and the distillation teacher's
-    reverse KL estimate, the mean ``log p_sampler - log p_teacher`` over the scored policy tokens (None without)."""
+    reverse KL estimate, the mean ``log p_sampler - log p_teacher`` over the scored policy tokens, and the time its
+    forwards took for them (each None without)."""
     successes = [e for e in episodes if e.passed]
     failures = [e for e in episodes if not e.passed]
     scored = sum(e.teacher_tokens for e in episodes)
@@ -76,4 +81,5 @@ def episode_figures(episodes: Sequence[EpisodeCounts]) -> dict[str, float | None
             "failure_tokens": fmean(e.policy_tokens for e in failures) if failures else None,
             "redundant_per_success": fmean(e.redundant for e in successes) if successes else None,
             "drift_per_episode": fmean(e.drift for e in episodes) if episodes else None,
-            "teacher_kl": sum(e.teacher_gap for e in episodes) / scored if scored else None}
+            "teacher_kl": sum(e.teacher_gap for e in episodes) / scored if scored else None,
+            "teacher_seconds": sum(e.teacher_seconds for e in episodes) if scored else None}

@@ -26,7 +26,9 @@ class StepMetrics:
     episode an agent program's conversation stopped extending the tokens sampled before (``drift_per_episode``,
     :mod:`agentrl_plugins.gateway`; 0 for the episode runner's episodes), and with a distillation teacher its
     per-token reverse KL estimate, the mean ``log p_sampler - log p_teacher`` over the scored policy tokens
-    (``teacher_kl``); each None without such an episode (and in rows written before they existed).
+    (``teacher_kl``) and the wall time of the teacher's forwards that scored them (``teacher_seconds``, to set
+    against ``rollout_seconds``, which includes it); each None without such an episode (and in rows written before
+    they existed).
 
     The sampler/learner mismatch over the step's loss tokens (``mismatch_*``,
     :mod:`agentrl_plugins.algorithms.mismatch`): None where the step did not measure it.
@@ -53,6 +55,7 @@ class StepMetrics:
     redundant_per_success: float | None = None
     drift_per_episode: float | None = None
     teacher_kl: float | None = None
+    teacher_seconds: float | None = None
     rollout_seconds: float | None = None
     eval_seconds: float | None = None
     mismatch_pearson: float | None = None

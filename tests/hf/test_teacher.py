@@ -46,9 +46,12 @@ def test_episodes_waiting_together_share_one_forward_and_failures_reach_every_ca
         return await asyncio.gather(*(batching.score(e) for e in episodes))
 
     scored = asyncio.run(score_all())
-    assert [len(values) for values in scored] == [1, 2, 3, 4, 5, 6]
+    assert [len(score.logprobs) for score in scored] == [1, 2, 3, 4, 5, 6]
     assert (batching.forwards, batching.sequences) == (2, 6), "six waiting episodes, batches of at most four"
-    assert torch.allclose(torch.tensor(scored[5]), plain(teacher.model, episodes[5].token_ids,
+    assert all(score.seconds > 0 for score in scored)
+    assert sum(score.seconds for score in scored) == pytest.approx(batching.seconds), "shares of the forwards' time"
+    assert scored[0].seconds == scored[3].seconds != scored[4].seconds, "one share per batch"
+    assert torch.allclose(torch.tensor(scored[5].logprobs), plain(teacher.model, episodes[5].token_ids,
                                                          len(episodes[5].prompt_ids)), atol=1e-5)
     broken = BatchingTeacher(teacher)
     with pytest.raises(ValueError, match="outside"):

@@ -55,5 +55,6 @@ async def test_each_action_token_gets_the_teachers_signal_beside_the_task_advant
 
     logs = [r["extra_logs"] for r in responses]
     expected = sum(log["teacher_gap"] for log in logs) / sum(log["teacher_tokens"] for log in logs)
-    assert all(log["teacher_tokens"] > 0 for log in logs), "filtered episodes were scored too"
+    assert all(log["teacher_tokens"] > 0 and log["teacher_seconds"] > 0 for log in logs), \
+        "filtered episodes were scored too, each with its share of the teacher's forwards"
     assert episode_figures(episode_counts(experiences))["teacher_kl"] == pytest.approx(expected, rel=1e-6)

@@ -75,6 +75,8 @@ def test_training_on_the_signal_alone_moves_the_student_toward_the_teacher(tmp_p
     trainer.train()
     rows = [json.loads(line) for line in run.metrics_file.read_text().splitlines()]
     assert all(isinstance(row["teacher_kl"], float) for row in rows if row["step"] >= 1), rows
+    assert all(0 < row["teacher_seconds"] < row["rollout_seconds"] for row in rows if row["step"] >= 1), \
+        "the teacher's forwards are a part of the rollout"
 
     def distance(student, trajectories):
         """The mean |log p_student - log p_teacher| over the episodes' policy tokens."""

@@ -75,6 +75,7 @@ def test_verls_advantage_step_adds_the_teachers_signal_to_each_policy_token(mode
 
     episodes = read_episodes(tmp_path / "run" / EPISODES_FILE)
     assert len(episodes) == len(FAMILIES) and all(e.teacher_tokens == e.sampled_policy_tokens > 0 for e in episodes)
+    assert all(e.teacher_seconds > 0 for e in episodes), "each episode's share of the teacher's forwards"
     for episode in (e for e in episodes if not e.filtered):  # the episode log's gap, for the step's teacher_kl
         row = next(row for row in range(len(FAMILIES))
                    if batch["responses"][row, :len(episode.response_ids)].tolist() == episode.response_ids)

@@ -64,6 +64,7 @@ def executor_output(trajectory: Trajectory, prompt: Any, label: Any, images: Any
             "drift": float(counts.drift),
             "teacher_gap": counts.teacher_gap,
             "teacher_tokens": float(counts.teacher_tokens),
+            "teacher_seconds": counts.teacher_seconds,
             SEGMENT_LOG: float(segment),
             **termination_logs(trajectory.termination),
         },

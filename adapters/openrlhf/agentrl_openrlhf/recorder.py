@@ -130,16 +130,16 @@ def step_rows(experiences: Sequence[Any]) -> StepRows:
 
 def episode_counts(experiences: Sequence[Any]) -> list[EpisodeCounts]:
     """Each training episode's counts from the executor's logs on its row (``passed``, ``policy_tokens``,
-    ``redundant_turns``, ``drift``, the teacher's ``teacher_gap`` and ``teacher_tokens``); none when another executor
-    played them."""
-    keys = ("passed", "policy_tokens", "redundant_turns", "drift", "teacher_gap", "teacher_tokens")
+    ``redundant_turns``, ``drift``, the teacher's ``teacher_gap``, ``teacher_tokens`` and ``teacher_seconds``);
+    none when another executor played them."""
+    keys = ("passed", "policy_tokens", "redundant_turns", "drift", "teacher_gap", "teacher_tokens", "teacher_seconds")
     if not experiences or any(key not in e.info for e in experiences for key in keys):
         return []
     episode = [episode_rows(e.info, len(e.action_mask)) for e in experiences]
     columns = [torch.cat([e.info[key].reshape(-1)[rows] for e, rows in zip(experiences, episode)]).tolist()
                for key in keys]
-    return [EpisodeCounts(bool(passed), int(tokens), int(redundant), int(drift), float(gap), int(scored))
-            for passed, tokens, redundant, drift, gap, scored in zip(*columns)]
+    return [EpisodeCounts(bool(passed), int(tokens), int(redundant), int(drift), float(gap), int(scored), float(spent))
+            for passed, tokens, redundant, drift, gap, scored, spent in zip(*columns)]
 
 
 def held_out(samples: Sequence[Any]) -> tuple[float, float]:

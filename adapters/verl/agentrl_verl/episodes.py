@@ -45,7 +45,9 @@ class EpisodeRecord:
     """Whether verl trains its later segments, as rows beside it (a trajectory-level estimator does)."""
     teacher_gap: float = 0.0
     teacher_tokens: int = 0
-    """A distillation teacher's gap, summed over the policy tokens it scored, and their count (0 without one)."""
+    teacher_seconds: float = 0.0
+    """A distillation teacher's gap, summed over the policy tokens it scored, their count and its forwards' share
+    of time (0 without one)."""
 
     @property
     def policy_tokens(self) -> int:

@@ -81,7 +81,7 @@ def step_rows(episodes: list[EpisodeRecord], metrics: dict[int, dict[str, Any]],
             rollout_seconds=finite(verl.get("timing_s/gen")),
             eval_seconds=(finite(verl.get("timing_s/testing")) or played_seconds(evaluated)) if evaluated else None,
             **episode_figures([EpisodeCounts(e.passed, e.sampled_policy_tokens, e.redundant, e.drift, e.teacher_gap,
-                                          e.teacher_tokens) for e in batch]),
+                                          e.teacher_tokens, e.teacher_seconds) for e in batch]),
             **(figures_of(verl) if batch else {}),
         ))
     return rows

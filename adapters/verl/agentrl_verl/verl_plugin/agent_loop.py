@@ -168,7 +168,7 @@ def episode_record(task: Task, trajectory: Trajectory, output: AgentLoopOutput,
         logprobs=[float(x) for x in trajectory.logprobs], redundant=counts.redundant,
         drift=counts.drift, later_policy_tokens=sum(part.policy_tokens for part in trajectory.segments),
         later_trained=later_trained, started=ended - trajectory.seconds, ended=ended,
-        teacher_gap=counts.teacher_gap, teacher_tokens=counts.teacher_tokens)
+        teacher_gap=counts.teacher_gap, teacher_tokens=counts.teacher_tokens, teacher_seconds=counts.teacher_seconds)
 
 
 def loop_class_name(environment_name: str) -> str:
