@@ -24,7 +24,7 @@ def resolve(*, seed: int, prepare: bool) -> Path:
     Finding the cached one imports neither torch nor transformers; building it does."""
     from agentrl_tinyagent.cache import WarmStartSettings
 
-    return built("TinyAgent's warm start", WarmStartSettings(), prepare, "")
+    return built("TinyAgent's warm start", WarmStartSettings(), prepare, "", "pass --model DIR")
 
 
 def resolve_fixer(*, seed: int, prepare: bool) -> Path:
@@ -32,12 +32,12 @@ def resolve_fixer(*, seed: int, prepare: bool) -> Path:
     from agentrl_tinyagent.cache import FIXER_SETTINGS
 
     return built("TinyAgent's fixer-only build (the teacher tinyagent_fixer)", FIXER_SETTINGS, prepare,
-                 "settings=agentrl_tinyagent.FIXER_SETTINGS")
+                 "settings=agentrl_tinyagent.FIXER_SETTINGS", "name a teacher folder (-o distillation.teacher=DIR)")
 
 
-def built(what: str, settings: WarmStartSettings, prepare: bool, arguments: str) -> Path:
+def built(what: str, settings: WarmStartSettings, prepare: bool, arguments: str, instead: str) -> Path:
     """The cached folder of the build with ``settings`` at the base seed; ``prepare`` builds it when missing
-    (``arguments``: what ``warm_start`` is called with to build it by hand)."""
+    (``arguments``: what ``warm_start`` is called with to build it by hand; ``instead``: the way around it)."""
     from agentrl_tinyagent.cache import BASE_SEED, model_path
 
     path = model_path(BASE_SEED, settings=settings)
@@ -46,7 +46,7 @@ def built(what: str, settings: WarmStartSettings, prepare: bool, arguments: str)
     if importlib.util.find_spec("trl") is None:
         raise ModelUnavailableError(f"{what} is not in the cache ({path}). It is built with TRL, "
                                     f"which this environment lacks: {BUILD_HINT.format(arguments=arguments)}; or "
-                                    "pass a model folder instead")
+                                    f"{instead}")
     from agentrl_tinyagent.warmstart import warm_start
 
     return warm_start(BASE_SEED, settings=settings)
