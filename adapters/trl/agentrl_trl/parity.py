@@ -25,6 +25,7 @@ from trl import GRPOTrainer
 from agentrl_plugins.algorithm import Advantages, RecipeAlgorithm
 from agentrl_plugins.algorithms.corrections import CorrectionResult
 from agentrl_plugins.algorithms.credit import TurnRecord
+from agentrl_plugins.algorithms.distillation import dense_advantages
 from agentrl_plugins.compare.batch import ByDesign, ParityBatch, ParityResult
 from agentrl_plugins.compare.side import gradient, mapping_rows, versions
 from agentrl_plugins.errors import RecipeError
@@ -59,21 +60,15 @@ class RecordingAlgorithm:
     advantages_made: list[Advantages] = field(default_factory=list)
     corrections_made: list[CorrectionResult] = field(default_factory=list)
 
-    @property
-    def recipe(self) -> Recipe:
-        return self.algorithm.recipe
-
-    @property
-    def level(self) -> str:
-        return self.algorithm.level
+    def __getattr__(self, name: str) -> Any:
+        """Everything else the trainer reads (``recipe``, ``level``, ``distills``, ...) is the algorithm's."""
+        if name == "algorithm":  # not set yet (a copy being built): no recursion
+            raise AttributeError(name)
+        return getattr(self.algorithm, name)
 
     def advantages(self, *args: Any) -> Advantages:
         self.advantages_made.append(self.algorithm.advantages(*args))
         return self.advantages_made[-1]
-
-    @property
-    def distills(self) -> bool:
-        return self.algorithm.distills
 
     def distilled(self, *args: Any) -> Advantages:
         self.advantages_made.append(self.algorithm.distilled(*args))
@@ -105,11 +100,8 @@ def token_advantages(record: TurnRecord, width: int) -> list[float]:
     """A row's distillation signal per response token, as the episode service sets it (empty without)."""
     if not record.token_values:
         return []
-    values = [0.0] * width
-    positions = [index for start, end in record.spans for index in range(start, end)]
-    for index, value in zip(positions, record.token_values, strict=True):
-        values[index] = value
-    return values
+    like = torch.zeros(1, width, dtype=torch.float64)
+    return dense_advantages([record.token_values], [record.spans], like)[0].tolist()
 
 
 def scored(batch: ParityBatch) -> dict[str, Any]:

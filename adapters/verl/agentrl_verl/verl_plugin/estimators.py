@@ -121,18 +121,19 @@ def verl_estimator(record: Any) -> Callable[..., tuple[Tensor, Tensor]]:
         section = recipe.advantage if recipe is not None else AdvantageSection()
         scale = row_scale(select(config, "actor_rollout_ref.actor.loss_agg_mode"), valid)
         groups = group_ids(index).to(rewards.device)
+        distills = recipe is not None and recipe.distillation.enabled
+        turns = (TurnRows.of(current_turns(name, len(rewards)), response_mask)
+                 if distills or record.level != "trajectory" else None)
         if record.level == "trajectory":  # one value per episode, carried by each of its rows
             episode, first = (part.to(rewards.device) for part in row_episodes(len(rewards)))
             kept = torch.zeros(len(first), device=rewards.device).index_add_(0, episode, valid.float()) > 0
             values = estimated_advantages(record.compute, record.level, record.name, section, rewards[first],
                                           groups[first], kept)[episode]
         else:
-            turns = TurnRows.of(current_turns(name, len(rewards)), response_mask)
             values = estimated_advantages(record.compute, record.level, record.name, section, rewards, groups,
                                           valid, turns)
-        if recipe is not None and recipe.distillation.enabled:  # each row's teacher signal, on its own tokens
-            rows = TurnRows.of(current_turns(name, len(rewards)), response_mask)
-            values = with_distillation(Advantages(values, valid), rows, recipe.distillation).values
+        if distills and turns is not None:  # each row's teacher signal, on its own tokens
+            values = with_distillation(Advantages(values, valid), turns, recipe.distillation).values
         per_token = values.unsqueeze(-1) if values.dim() == 1 else values
         advantages = (per_token * scale).to(token_level_rewards.dtype) * response_mask
         return advantages, advantages
